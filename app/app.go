@@ -1,0 +1,225 @@
+// Package app wires hookgate together. Start runs the ordered start-up steps
+// (store, broker, outbox relay, HTTP), each returning an error; Stop undoes
+// them in reverse within the caller's deadline.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/httperror"
+	"github.com/hookgate/hookgate/inbound"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/store"
+)
+
+// Version is the gateway's version, set at build time with
+// -ldflags "-X github.com/hookgate/hookgate/app.Version=…".
+var Version = "dev"
+
+// App is a running gateway.
+type App struct {
+	cfg *config.Config
+	log *slog.Logger
+
+	Registry *prometheus.Registry
+
+	store   *store.Store
+	broker  *jetstream.Broker
+	relay   *jetstream.Relay
+	inbound *inbound.Handler
+	http    *fiber.App
+	ln      net.Listener
+	served  chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New returns an App for cfg; Start runs it.
+func New(cfg *config.Config, log *slog.Logger) *App {
+	return &App{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+}
+
+// Run starts the gateway, serves until ctx is done, then stops it within
+// cfg.ShutdownTimeout.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	a := New(cfg, log)
+	if err := a.Start(ctx); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		return errors.Join(err, a.Stop(stopCtx))
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case serveErr = <-a.served:
+		log.Error("http server stopped", "err", serveErr)
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(serveErr, a.Stop(stopCtx))
+}
+
+// Start runs the start-up steps in order. On error, call Stop to release
+// what was started.
+func (a *App) Start(ctx context.Context) error {
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"open store", a.openStore},
+		{"connect jetstream", a.connectBroker},
+		{"start outbox relay", a.startRelay},
+		{"start http", a.startHTTP},
+	}
+	for _, s := range steps {
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	a.log.Info("hookgate started", "version", Version, "listen", a.Addr(),
+		"sources", len(a.cfg.Sources), "nats", natsMode(a.cfg))
+	return nil
+}
+
+func natsMode(cfg *config.Config) string {
+	if cfg.NATS.URL == "" {
+		return "embedded"
+	}
+	return "external"
+}
+
+func (a *App) openStore(ctx context.Context) error {
+	batches := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hookgate_store_commit_batch_size",
+		Help:    "Writes per group-commit transaction.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+	})
+	a.Registry.MustRegister(batches)
+	s, err := store.Open(ctx, store.Config{
+		Path:     a.cfg.Store.Path,
+		BatchMax: a.cfg.Store.BatchMax,
+		Readers:  a.cfg.Store.Readers,
+		OnCommit: func(n int) { batches.Observe(float64(n)) },
+	}, a.log.With("component", "store"))
+	if err != nil {
+		return err
+	}
+	a.store = s
+	return nil
+}
+
+func (a *App) connectBroker(ctx context.Context) error {
+	n := a.cfg.NATS
+	b, err := jetstream.Connect(ctx, jetstream.Config{
+		URL: n.URL, Port: n.Port, StoreDir: n.StoreDir,
+		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
+		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas,
+		ConnectTimeout: n.ConnectTimeout,
+	}, a.log.With("component", "jetstream"))
+	if err != nil {
+		return err
+	}
+	a.broker = b
+	return nil
+}
+
+func (a *App) startRelay(ctx context.Context) error {
+	published := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_outbox_published_total", Help: "Events published to JetStream and acknowledged.",
+	})
+	publishErrors := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_outbox_publish_errors_total", Help: "Failed outbox publish rounds.",
+	})
+	a.Registry.MustRegister(published, publishErrors)
+	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
+		OnPublished: func(n int) { published.Add(float64(n)) },
+		OnError:     func(error) { publishErrors.Inc() },
+	}, a.log.With("component", "relay"))
+	a.relay.Start(ctx)
+	return nil
+}
+
+func (a *App) startHTTP(ctx context.Context) error {
+	h, err := inbound.New(a.cfg.Sources, a.store, a.log.With("component", "inbound"), inbound.Options{
+		Notify:  a.relay.Notify,
+		Metrics: inbound.NewMetrics(a.Registry),
+	})
+	if err != nil {
+		return err
+	}
+	a.inbound = h
+	a.http = fiber.New(fiber.Config{
+		AppName:               "hookgate",
+		DisableStartupMessage: true,
+		BodyLimit:             h.MaxBody() + 1, // each source checks its own limit
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ErrorHandler:          httperror.Handler(a.log.With("component", "http")),
+	})
+	h.Register(a.http)
+	a.http.Use(func(c *fiber.Ctx) error {
+		return httperror.New(fiber.StatusNotFound, "not_found", "no such endpoint")
+	})
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
+	}
+	a.ln = ln
+	a.served = make(chan error, 1)
+	go func() { a.served <- a.http.Listener(ln) }()
+	return nil
+}
+
+// Addr is the HTTP listen address (useful with port 0).
+func (a *App) Addr() string {
+	if a.ln == nil {
+		return ""
+	}
+	return a.ln.Addr().String()
+}
+
+// Store returns the app's store (for tests and tools).
+func (a *App) Store() *store.Store { return a.store }
+
+// Broker returns the app's broker (for tests and tools).
+func (a *App) Broker() *jetstream.Broker { return a.broker }
+
+// Stop stops taking requests, answers those in flight, stops the relay,
+// closes NATS and the embedded server, then the store. Safe to call twice.
+func (a *App) Stop(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		var errs []error
+		if a.http != nil {
+			if err := a.http.ShutdownWithContext(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+		}
+		if a.relay != nil {
+			a.relay.Stop()
+		}
+		if a.broker != nil {
+			a.broker.Close()
+		}
+		if a.store != nil {
+			if err := a.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close store: %w", err))
+			}
+		}
+		a.stopErr = errors.Join(errs...)
+		a.log.Info("hookgate stopped")
+	})
+	return a.stopErr
+}

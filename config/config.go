@@ -1,0 +1,161 @@
+// Package config loads and validates hookgate's YAML configuration.
+//
+// Load reads a file, replaces ${NAME} in scalar values with the environment
+// variable NAME, refuses unknown keys, applies the defaults stated on each
+// field and validates the result. Every error names the offending key, for
+// example `sources[1].verify: unknown scheme "foo"`.
+package config
+
+import "time"
+
+// Config is the whole gateway configuration. Load and Parse fill in the
+// default stated in each field's comment for every key the file leaves out
+// (or sets to null) and for every empty string. A number or duration the
+// file sets explicitly is kept and validated instead: `retries: 0` means no
+// quick retries, and `timeout: 0s` is refused (must be positive).
+type Config struct {
+	// Listen is the HTTP listen address. Default "127.0.0.1:8080".
+	Listen string `yaml:"listen"`
+	// DataDir holds the SQLite database and the embedded JetStream store.
+	// Default "./data". Created if missing.
+	DataDir string `yaml:"data_dir"`
+	// ShutdownTimeout bounds a graceful shutdown. Default 20s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	Log     Log      `yaml:"log"`
+	NATS    NATS     `yaml:"nats"`
+	Store   Store    `yaml:"store"`
+	Sources []Source `yaml:"sources"`
+	API     API      `yaml:"api"`
+	Routes  []Route  `yaml:"routes"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// NATS selects and tunes the broker.
+type NATS struct {
+	// URL of an external NATS server; comma-separated for a cluster.
+	// Empty (the default) runs an embedded JetStream server in-process.
+	URL string `yaml:"url"`
+	// Port makes the embedded server listen for clients on 127.0.0.1:Port.
+	// Default 0: no listener, in-process connections only.
+	Port int `yaml:"port"`
+	// StoreDir is the embedded server's JetStream store.
+	// Default "<data_dir>/jetstream".
+	StoreDir string `yaml:"store_dir"`
+	// SyncInterval is how often the embedded server fsyncs its store.
+	// Default 2m (nats-server's own). Safety does not depend on it: events
+	// are re-published from SQLite at start. Ignored when SyncAlways is set.
+	SyncInterval time.Duration `yaml:"sync_interval"`
+	// SyncAlways makes the embedded server fsync every write. Default false.
+	SyncAlways bool `yaml:"sync_always"`
+	// Stream is the JetStream stream for inbound events. Default "HOOKGATE_EVENTS".
+	Stream string `yaml:"stream"`
+	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// Replicas of the stream on an external cluster. Default 1.
+	Replicas int `yaml:"replicas"`
+	// ConnectTimeout bounds the first connection and the embedded server's
+	// start. Default 10s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+}
+
+// Store tunes the SQLite store.
+type Store struct {
+	// Path of the SQLite file. Default "<data_dir>/hookgate.db".
+	Path string `yaml:"path"`
+	// BatchMax is the most writes one group-commit transaction takes.
+	// Default 512.
+	BatchMax int `yaml:"batch_max"`
+	// Readers is the size of the read connection pool. Default 4.
+	Readers int `yaml:"readers"`
+}
+
+// Source is one webhook sender, served at POST /webhooks/{name}.
+type Source struct {
+	// Name is the URL segment and the subject token: [a-z0-9_-], required, unique.
+	Name string `yaml:"name"`
+	// Verify is the signature scheme: stripe, standard, github, hmac or none.
+	// Required; "none" must be explicit.
+	Verify string `yaml:"verify"`
+	// Secrets are tried in turn; any may match (secret rotation).
+	// Required unless Verify is none, and refused with none.
+	Secrets []string `yaml:"secrets"`
+	// Tolerance is the allowed clock skew of signed timestamps (stripe,
+	// standard). Default 5m.
+	Tolerance time.Duration `yaml:"tolerance"`
+	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
+	MaxBody int `yaml:"max_body"`
+
+	// HMAC configures verify: hmac.
+	HMAC HMAC `yaml:"hmac"`
+
+	// IDHeader / IDField say where the event ID is: a request header, or a
+	// dot-separated JSON field path ("data.id"). Defaults per scheme: stripe
+	// field "id", standard header "webhook-id", github header
+	// "X-GitHub-Delivery"; hmac and none need one of them.
+	IDHeader string `yaml:"id_header"`
+	IDField  string `yaml:"id_field"`
+	// TypeHeader / TypeField say where the event type is, like the ID.
+	// Defaults: stripe field "type", standard field "type" (optional),
+	// github header "X-GitHub-Event"; otherwise none (type is empty).
+	TypeHeader string `yaml:"type_header"`
+	TypeField  string `yaml:"type_field"`
+}
+
+// HMAC is the generic HMAC scheme: signature = enc(HMAC(secret, body)).
+type HMAC struct {
+	// Header carrying the signature. Required for verify: hmac.
+	Header string `yaml:"header"`
+	// Prefix stripped from the header value, e.g. "sha256=". Default none.
+	Prefix string `yaml:"prefix"`
+	// Algorithm is sha256 or sha512. Default sha256.
+	Algorithm string `yaml:"algorithm"`
+	// Encoding of the signature: hex or base64. Default hex.
+	Encoding string `yaml:"encoding"`
+}
+
+// API configures the authenticated /v1 endpoints.
+type API struct {
+	// Tokens are accepted bearer tokens, each at least 16 characters.
+	// Empty: /v1 is disabled.
+	Tokens []string `yaml:"tokens"`
+}
+
+// Route delivers events from some sources to one downstream URL.
+type Route struct {
+	// Name is unique, [a-z0-9_-].
+	Name string `yaml:"name"`
+	// Sources feed this route; each must name a configured source.
+	Sources []string `yaml:"sources"`
+	// Events are globs on the event type; '*' matches any run of
+	// characters, dots included. Empty: every event.
+	Events []string `yaml:"events"`
+	// URL is the downstream, http or https. Required.
+	URL string `yaml:"url"`
+	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").
+	// Empty: requests are unsigned.
+	Secret string `yaml:"secret"`
+	// Timeout per attempt. Default 15s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Headers are added to every request.
+	Headers map[string]string `yaml:"headers"`
+	// Concurrency is the most attempts in flight. Default 8.
+	Concurrency int `yaml:"concurrency"`
+	// Rate is the most requests per second; 0 (default) is unlimited.
+	Rate float64 `yaml:"rate"`
+	// Retries is the number of quick in-process retries per delivery round.
+	// Default 2; an explicit 0 disables them.
+	Retries int `yaml:"retries"`
+	// Schedule is the delay before each long-schedule round after the first
+	// fails. Default close to Stripe's: 1m 5m 30m 1h 2h 4h 8h 12h 12h 12h 12h 12h
+	// (about 3 days over 12 steps). After the last the delivery is dead.
+	// Never empty after Load: an explicit empty list is refused.
+	Schedule []time.Duration `yaml:"schedule"`
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Defaults, as stated on the fields of Config.
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultDataDir         = "./data"
+	DefaultShutdownTimeout = 20 * time.Second
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "text"
+	DefaultStream          = "HOOKGATE_EVENTS"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultSyncInterval    = 2 * time.Minute
+	DefaultReplicas        = 1
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultBatchMax        = 512
+	DefaultReaders         = 4
+	DefaultTolerance       = 5 * time.Minute
+	DefaultMaxBody         = 1 << 20
+	DefaultHMACAlgorithm   = "sha256"
+	DefaultHMACEncoding    = "hex"
+	DefaultRouteTimeout    = 15 * time.Second
+	DefaultConcurrency     = 8
+	DefaultRetries         = 2
+)
+
+// DefaultSchedule returns a new copy of the default long retry schedule:
+// 1m 5m 30m 1h 2h 4h 8h 12h 12h 12h 12h 12h.
+func DefaultSchedule() []time.Duration {
+	return []time.Duration{
+		time.Minute, 5 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
+		12 * time.Hour, 12 * time.Hour, 12 * time.Hour, 12 * time.Hour, 12 * time.Hour,
+	}
+}
+
+// applyDefaults fills in what the file left out. set reports whether a key
+// path was present with a non-null value: numbers and durations that were
+// set are kept (and validated), so an explicit 0 is not replaced. Empty
+// strings always get their default.
+func (c *Config) applyDefaults(set func(path string) bool) {
+	str := func(p *string, def string) {
+		if *p == "" {
+			*p = def
+		}
+	}
+	dur := func(p *time.Duration, path string, def time.Duration) {
+		if !set(path) {
+			*p = def
+		}
+	}
+	num := func(p *int, path string, def int) {
+		if !set(path) {
+			*p = def
+		}
+	}
+
+	str(&c.Listen, DefaultListen)
+	str(&c.DataDir, DefaultDataDir)
+	dur(&c.ShutdownTimeout, "shutdown_timeout", DefaultShutdownTimeout)
+
+	str(&c.Log.Level, DefaultLogLevel)
+	str(&c.Log.Format, DefaultLogFormat)
+
+	str(&c.NATS.StoreDir, filepath.Join(c.DataDir, "jetstream"))
+	dur(&c.NATS.SyncInterval, "nats.sync_interval", DefaultSyncInterval)
+	str(&c.NATS.Stream, DefaultStream)
+	dur(&c.NATS.DuplicateWindow, "nats.duplicate_window", DefaultDuplicateWindow)
+	num(&c.NATS.Replicas, "nats.replicas", DefaultReplicas)
+	dur(&c.NATS.ConnectTimeout, "nats.connect_timeout", DefaultConnectTimeout)
+
+	str(&c.Store.Path, filepath.Join(c.DataDir, "hookgate.db"))
+	num(&c.Store.BatchMax, "store.batch_max", DefaultBatchMax)
+	num(&c.Store.Readers, "store.readers", DefaultReaders)
+
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		p := fmt.Sprintf("sources[%d].", i)
+		dur(&s.Tolerance, p+"tolerance", DefaultTolerance)
+		num(&s.MaxBody, p+"max_body", DefaultMaxBody)
+		if s.Verify == "hmac" {
+			str(&s.HMAC.Algorithm, DefaultHMACAlgorithm)
+			str(&s.HMAC.Encoding, DefaultHMACEncoding)
+		}
+		var idHeader, idField, typeHeader, typeField string
+		switch s.Verify {
+		case "stripe":
+			idField, typeField = "id", "type"
+		case "standard":
+			idHeader, typeField = "webhook-id", "type"
+		case "github":
+			idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
+		}
+		// A location the file gives (header or field) replaces both defaults.
+		if s.IDHeader == "" && s.IDField == "" {
+			s.IDHeader, s.IDField = idHeader, idField
+		}
+		if s.TypeHeader == "" && s.TypeField == "" {
+			s.TypeHeader, s.TypeField = typeHeader, typeField
+		}
+	}
+
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		p := fmt.Sprintf("routes[%d].", i)
+		dur(&r.Timeout, p+"timeout", DefaultRouteTimeout)
+		num(&r.Concurrency, p+"concurrency", DefaultConcurrency)
+		num(&r.Retries, p+"retries", DefaultRetries)
+		if !set(p + "schedule") {
+			r.Schedule = DefaultSchedule()
+		}
+	}
+}

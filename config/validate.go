@@ -1,0 +1,338 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hookgate/hookgate/signature"
+)
+
+// namePattern is the pattern of source and route names.
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// MinTokenLength is the shortest accepted api.tokens entry.
+const MinTokenLength = 16
+
+// validator collects problems.
+type validator struct {
+	errs []error
+	set  func(path string) bool
+}
+
+func (v *validator) errorf(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) positiveDuration(path string, d time.Duration) {
+	if d <= 0 {
+		v.errorf(path, "must be positive, got %s", d)
+	}
+}
+
+func (v *validator) positiveInt(path string, n int) {
+	if n <= 0 {
+		v.errorf(path, "must be positive, got %d", n)
+	}
+}
+
+// validate checks a decoded configuration with defaults applied.
+func (c *Config) validate(set func(path string) bool) error {
+	v := &validator{set: set}
+
+	if host, port, err := net.SplitHostPort(c.Listen); err != nil || !validPort(port) {
+		v.errorf("listen", "must be host:port with a port number, e.g. 127.0.0.1:8080 or :8080")
+	} else if strings.ContainsAny(host, " /") {
+		v.errorf("listen", "invalid host %q", host)
+	}
+	v.positiveDuration("shutdown_timeout", c.ShutdownTimeout)
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.errorf("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		v.errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
+	}
+
+	c.validateNATS(v)
+	v.positiveInt("store.batch_max", c.Store.BatchMax)
+	v.positiveInt("store.readers", c.Store.Readers)
+
+	c.validateSources(v)
+	for i, tok := range c.API.Tokens {
+		p := fmt.Sprintf("api.tokens[%d]", i)
+		switch {
+		case tok == "":
+			v.errorf(p, "empty token")
+		case utf8.RuneCountInString(tok) < MinTokenLength:
+			v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
+		case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+			v.errorf(p, "must not contain spaces or control characters")
+		}
+	}
+	c.validateRoutes(v)
+	return errors.Join(v.errs...)
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+func (c *Config) validateNATS(v *validator) {
+	n := &c.NATS
+	if n.URL != "" {
+		for _, u := range strings.Split(n.URL, ",") {
+			if strings.TrimSpace(u) == "" {
+				v.errorf("nats.url", "empty server in comma-separated list")
+				break
+			}
+		}
+	}
+	if n.Port < 0 || n.Port > 65535 {
+		v.errorf("nats.port", "must be between 0 and 65535, got %d", n.Port)
+	}
+	v.positiveDuration("nats.sync_interval", n.SyncInterval)
+	if strings.ContainsAny(n.Stream, " \t\r\n.*>/\\") {
+		v.errorf("nats.stream", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", n.Stream)
+	}
+	v.positiveDuration("nats.duplicate_window", n.DuplicateWindow)
+	v.positiveInt("nats.replicas", n.Replicas)
+	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
+}
+
+func (c *Config) validateSources(v *validator) {
+	if len(c.Sources) == 0 {
+		v.errorf("sources", "at least one source is required")
+	}
+	seen := map[string]bool{}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		p := fmt.Sprintf("sources[%d]", i)
+		switch {
+		case s.Name == "":
+			v.errorf(p+".name", "required")
+		case !namePattern.MatchString(s.Name):
+			v.errorf(p+".name", "invalid name %q: want 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", s.Name)
+		case seen[s.Name]:
+			v.errorf(p+".name", "duplicate source %q", s.Name)
+		}
+		seen[s.Name] = true
+
+		known := true
+		switch s.Verify {
+		case "stripe", "standard", "github", "hmac", "none":
+		case "":
+			known = false
+			v.errorf(p+".verify", "required (stripe, standard, github, hmac or none)")
+		default:
+			known = false
+			v.errorf(p+".verify", "unknown scheme %q (want stripe, standard, github, hmac or none)", s.Verify)
+		}
+
+		switch {
+		case s.Verify == "none":
+			if len(s.Secrets) > 0 {
+				v.errorf(p+".secrets", "not used with verify: none")
+			}
+		case !known:
+		case len(s.Secrets) == 0:
+			v.errorf(p+".secrets", "required for verify: %s", s.Verify)
+		default:
+			for j, sec := range s.Secrets {
+				sp := fmt.Sprintf("%s.secrets[%d]", p, j)
+				switch {
+				case sec == "":
+					v.errorf(sp, "empty secret")
+				case strings.TrimSpace(sec) != sec:
+					v.errorf(sp, "has leading or trailing whitespace")
+				case s.Verify == "standard":
+					if _, err := signature.DecodeStandardSecret(sec); err != nil {
+						v.errorf(sp, "invalid standard webhooks secret: %v", err)
+					}
+				}
+			}
+		}
+
+		v.positiveDuration(p+".tolerance", s.Tolerance)
+		v.positiveInt(p+".max_body", s.MaxBody)
+
+		hp := p + ".hmac"
+		if s.Verify == "hmac" {
+			if s.HMAC.Header == "" {
+				v.errorf(hp+".header", "required for verify: hmac")
+			} else if !validHeaderName(s.HMAC.Header) {
+				v.errorf(hp+".header", "invalid header name %q", s.HMAC.Header)
+			}
+			switch s.HMAC.Algorithm {
+			case "sha256", "sha512":
+			default:
+				v.errorf(hp+".algorithm", "unknown algorithm %q (want sha256 or sha512)", s.HMAC.Algorithm)
+			}
+			switch s.HMAC.Encoding {
+			case "hex", "base64":
+			default:
+				v.errorf(hp+".encoding", "unknown encoding %q (want hex or base64)", s.HMAC.Encoding)
+			}
+		} else if known && (v.set(hp) || s.HMAC != (HMAC{})) {
+			v.errorf(hp, "only allowed with verify: hmac")
+		}
+
+		v.location(p, "id", s.IDHeader, s.IDField, known && (s.Verify == "hmac" || s.Verify == "none"), s.Verify)
+		v.location(p, "type", s.TypeHeader, s.TypeField, false, s.Verify)
+	}
+}
+
+// location checks a <what>_header / <what>_field pair.
+func (v *validator) location(p, what, header, field string, required bool, verify string) {
+	switch {
+	case header != "" && field != "":
+		v.errorf(p, "%s_header and %s_field are mutually exclusive", what, what)
+	case header == "" && field == "" && required:
+		v.errorf(p, "one of %s_header or %s_field is required for verify: %s", what, what, verify)
+	}
+	if header != "" && !validHeaderName(header) {
+		v.errorf(p+"."+what+"_header", "invalid header name %q", header)
+	}
+	if field != "" && !validFieldPath(field) {
+		v.errorf(p+"."+what+"_field", "invalid field path %q: want dot-separated names such as \"data.id\"", field)
+	}
+}
+
+// validFieldPath reports whether s is dot-separated non-empty segments
+// without spaces or control characters.
+func validFieldPath(s string) bool {
+	for _, seg := range strings.Split(s, ".") {
+		if seg == "" || strings.IndexFunc(seg, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s has no CR, LF, NUL or other control
+// characters except horizontal tab (what net/http refuses to send).
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Config) validateRoutes(v *validator) {
+	seen := map[string]bool{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		p := fmt.Sprintf("routes[%d]", i)
+		switch {
+		case r.Name == "":
+			v.errorf(p+".name", "required")
+		case !namePattern.MatchString(r.Name):
+			v.errorf(p+".name", "invalid name %q: want 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", r.Name)
+		case seen[r.Name]:
+			v.errorf(p+".name", "duplicate route %q", r.Name)
+		}
+		seen[r.Name] = true
+
+		if len(r.Sources) == 0 {
+			v.errorf(p+".sources", "at least one source is required")
+		}
+		listed := map[string]bool{}
+		for j, name := range r.Sources {
+			sp := fmt.Sprintf("%s.sources[%d]", p, j)
+			switch _, ok := c.Source(name); {
+			case name == "":
+				v.errorf(sp, "empty source name")
+			case !ok:
+				v.errorf(sp, "unknown source %q", name)
+			case listed[name]:
+				v.errorf(sp, "source %q listed twice", name)
+			}
+			listed[name] = true
+		}
+
+		for j, e := range r.Events {
+			ep := fmt.Sprintf("%s.events[%d]", p, j)
+			if e == "" {
+				v.errorf(ep, "empty pattern")
+			} else if !utf8.ValidString(e) || strings.IndexFunc(e, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+				v.errorf(ep, "pattern must be printable characters")
+			}
+		}
+
+		// The URL is not echoed: it may carry credentials.
+		if r.URL == "" {
+			v.errorf(p+".url", "required")
+		} else if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+			v.errorf(p+".url", "must be an absolute http:// or https:// URL with a host")
+		}
+
+		if r.Secret != "" {
+			if _, err := signature.DecodeStandardSecret(r.Secret); err != nil {
+				v.errorf(p+".secret", "invalid standard webhooks secret: %v", err)
+			}
+		}
+
+		v.positiveDuration(p+".timeout", r.Timeout)
+		headers := map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
+			val := r.Headers[name]
+			hp := joinPath(p+".headers", name)
+			if !validHeaderName(name) {
+				v.errorf(hp, "invalid header name")
+			} else if other, dup := headers[strings.ToLower(name)]; dup {
+				v.errorf(hp, "same header as %q (names are case-insensitive)", other)
+			}
+			headers[strings.ToLower(name)] = name
+			if !validHeaderValue(val) {
+				v.errorf(hp, "value must not contain CR, LF or other control characters")
+			}
+		}
+		v.positiveInt(p+".concurrency", r.Concurrency)
+		if math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0 {
+			v.errorf(p+".rate", "must be a number >= 0 (0: unlimited), got %v", r.Rate)
+		}
+		if r.Retries < 0 {
+			v.errorf(p+".retries", "must be >= 0, got %d", r.Retries)
+		}
+		if len(r.Schedule) == 0 {
+			v.errorf(p+".schedule", "must not be empty (leave it out for the default)")
+		}
+		for j, d := range r.Schedule {
+			v.positiveDuration(fmt.Sprintf("%s.schedule[%d]", p, j), d)
+		}
+	}
+}

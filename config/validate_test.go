@@ -1,0 +1,184 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// validBase is a valid configuration that the cases below extend.
+const validBase = `
+sources:
+  - name: stripe
+    verify: stripe
+    secrets: [whsec_x]
+`
+
+func TestValidBases(t *testing.T) {
+	mustParse(t, validBase, nil)
+	mustParse(t, validBase+"routes: [{name: r, sources: [stripe], url: 'https://example.com/hook'}]\n", nil)
+}
+
+func TestValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  string
+		want string // a line of the error: exactly, or its prefix if it ends in "…"
+	}{
+		// Top level, log, nats, store.
+		{"listen no port", "listen: localhost\n" + validBase, "config: listen: must be host:port…"},
+		{"listen bad port", "listen: ':http'\n" + validBase, "config: listen: must be host:port…"},
+		{"listen port range", "listen: ':70000'\n" + validBase, "config: listen: must be host:port…"},
+		{"shutdown_timeout negative", "shutdown_timeout: -1s\n" + validBase, "config: shutdown_timeout: must be positive, got -1s"},
+		{"log level", "log: {level: verbose}\n" + validBase, `config: log.level: unknown level "verbose" (want debug, info, warn or error)`},
+		{"log level case", "log: {level: INFO}\n" + validBase, `config: log.level: unknown level "INFO"…`},
+		{"log format", "log: {format: xml}\n" + validBase, `config: log.format: unknown format "xml" (want text or json)`},
+		{"nats port high", "nats: {port: 65536}\n" + validBase, "config: nats.port: must be between 0 and 65535, got 65536"},
+		{"nats port negative", "nats: {port: -1}\n" + validBase, "config: nats.port: must be between 0 and 65535, got -1"},
+		{"nats url", "nats: {url: 'nats://a:4222,,nats://b:4222'}\n" + validBase, "config: nats.url: empty server in comma-separated list"},
+		{"nats sync_interval", "nats: {sync_interval: -5s}\n" + validBase, "config: nats.sync_interval: must be positive, got -5s"},
+		{"nats stream", "nats: {stream: a.b}\n" + validBase, `config: nats.stream: invalid stream name "a.b"…`},
+		{"nats duplicate_window", "nats: {duplicate_window: 0s}\n" + validBase, "config: nats.duplicate_window: must be positive, got 0s"},
+		{"nats replicas", "nats: {replicas: 0}\n" + validBase, "config: nats.replicas: must be positive, got 0"},
+		{"nats connect_timeout", "nats: {connect_timeout: -1m}\n" + validBase, "config: nats.connect_timeout: must be positive, got -1m0s"},
+		{"store batch_max", "store: {batch_max: 0}\n" + validBase, "config: store.batch_max: must be positive, got 0"},
+		{"store readers", "store: {readers: -2}\n" + validBase, "config: store.readers: must be positive, got -2"},
+
+		// Sources.
+		{"no sources", "sources: []\n", "config: sources: at least one source is required"},
+		{"no sources key", "listen: ':8080'\n", "config: sources: at least one source is required"},
+		{"source name missing", "sources: [{verify: none, id_field: id}]\n", "config: sources[0].name: required"},
+		{"source name pattern", "sources: [{name: Stripe, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "Stripe"…`},
+		{"source name leading dash", "sources: [{name: -a, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "-a"…`},
+		{"source name too long", "sources: [{name: " + strings.Repeat("a", 65) + ", verify: none, id_field: id}]\n", `config: sources[0].name: invalid name…`},
+		{"source name duplicate", validBase + "  - {name: gh, verify: github, secrets: [s]}\n  - {name: stripe, verify: github, secrets: [s]}\n", `config: sources[2].name: duplicate source "stripe"`},
+		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (stripe, standard, github, hmac or none)"},
+		{"verify unknown", "sources: [{name: a, verify: foo, secrets: [s]}]\n", `config: sources[0].verify: unknown scheme "foo"…`},
+		{"secrets missing", "sources: [{name: a, verify: stripe}]\n", "config: sources[0].secrets: required for verify: stripe"},
+		{"secrets empty list", "sources: [{name: a, verify: github, secrets: []}]\n", "config: sources[0].secrets: required for verify: github"},
+		{"secret empty", "sources: [{name: a, verify: stripe, secrets: [whsec_x, '']}]\n", "config: sources[0].secrets[1]: empty secret"},
+		{"secret null", "sources: [{name: a, verify: stripe, secrets: [whsec_x, ~]}]\n", "config: sources[0].secrets[1]: line 1: empty list item"},
+		{"source null", "sources: [~]\n", "config: sources[0]: line 1: empty list item"},
+		{"secret whitespace", "sources: [{name: a, verify: stripe, secrets: [\"whsec_x\\n\"]}]\n", "config: sources[0].secrets[0]: has leading or trailing whitespace"},
+		{"secrets with none", "sources: [{name: a, verify: none, secrets: [s], id_field: id}]\n", "config: sources[0].secrets: not used with verify: none"},
+		{"standard secret", "sources: [{name: a, verify: standard, secrets: [" + testStandardSecret + ", whsec_!!]}]\n", "config: sources[0].secrets[1]: invalid standard webhooks secret: secret is not whsec_<base64>"},
+		{"standard secret short", "sources: [{name: a, verify: standard, secrets: [whsec_YWJj]}]\n", "config: sources[0].secrets[0]: invalid standard webhooks secret: secret key shorter than 16 bytes"},
+		{"tolerance", "sources: [{name: a, verify: stripe, secrets: [s], tolerance: 0s}]\n", "config: sources[0].tolerance: must be positive, got 0s"},
+		{"max_body", "sources: [{name: a, verify: stripe, secrets: [s], max_body: -1}]\n", "config: sources[0].max_body: must be positive, got -1"},
+		{"hmac header missing", "sources: [{name: a, verify: hmac, secrets: [s], id_field: id}]\n", "config: sources[0].hmac.header: required for verify: hmac"},
+		{"hmac header invalid", "sources: [{name: a, verify: hmac, secrets: [s], id_field: id, hmac: {header: 'X Sig'}}]\n", `config: sources[0].hmac.header: invalid header name "X Sig"`},
+		{"hmac algorithm", "sources: [{name: a, verify: hmac, secrets: [s], id_field: id, hmac: {header: X, algorithm: md5}}]\n", `config: sources[0].hmac.algorithm: unknown algorithm "md5" (want sha256 or sha512)`},
+		{"hmac encoding", "sources: [{name: a, verify: hmac, secrets: [s], id_field: id, hmac: {header: X, encoding: base32}}]\n", `config: sources[0].hmac.encoding: unknown encoding "base32" (want hex or base64)`},
+		{"hmac on stripe", "sources: [{name: a, verify: stripe, secrets: [s], hmac: {header: X}}]\n", "config: sources[0].hmac: only allowed with verify: hmac"},
+		{"hmac empty block on github", "sources: [{name: a, verify: github, secrets: [s], hmac: {}}]\n", "config: sources[0].hmac: only allowed with verify: hmac"},
+		{"hmac needs id", "sources: [{name: a, verify: hmac, secrets: [s], hmac: {header: X}}]\n", "config: sources[0]: one of id_header or id_field is required for verify: hmac"},
+		{"none needs id", "sources: [{name: a, verify: none}]\n", "config: sources[0]: one of id_header or id_field is required for verify: none"},
+		{"id exclusive", "sources: [{name: a, verify: stripe, secrets: [s], id_header: X-Id, id_field: id}]\n", "config: sources[0]: id_header and id_field are mutually exclusive"},
+		{"type exclusive", "sources: [{name: a, verify: github, secrets: [s], type_header: X-T, type_field: type}]\n", "config: sources[0]: type_header and type_field are mutually exclusive"},
+		{"id field empty segment", "sources: [{name: a, verify: none, id_field: data..id}]\n", `config: sources[0].id_field: invalid field path "data..id"…`},
+		{"id field leading dot", "sources: [{name: a, verify: none, id_field: .id}]\n", `config: sources[0].id_field: invalid field path ".id"…`},
+		{"type field trailing dot", "sources: [{name: a, verify: none, id_field: id, type_field: 'data.'}]\n", `config: sources[0].type_field: invalid field path "data."…`},
+		{"id header invalid", "sources: [{name: a, verify: none, id_header: 'X Id'}]\n", `config: sources[0].id_header: invalid header name "X Id"`},
+		{"type header invalid", "sources: [{name: a, verify: none, id_field: id, type_header: 'X:T'}]\n", `config: sources[0].type_header: invalid header name "X:T"`},
+
+		// API.
+		{"token empty", validBase + "api: {tokens: ['']}\n", "config: api.tokens[0]: empty token"},
+		{"token short", validBase + "api: {tokens: [0123456789abcdef, short]}\n", "config: api.tokens[1]: too short: a token must be at least 16 characters"},
+		{"token space", validBase + "api: {tokens: ['0123456789 abcdef']}\n", "config: api.tokens[0]: must not contain spaces or control characters"},
+
+		// Routes.
+		{"route name missing", validBase + "routes: [{sources: [stripe], url: 'http://x'}]\n", "config: routes[0].name: required"},
+		{"route name pattern", validBase + "routes: [{name: 'a b', sources: [stripe], url: 'http://x'}]\n", `config: routes[0].name: invalid name "a b"…`},
+		{"route name duplicate", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x'}, {name: r, sources: [stripe], url: 'http://x'}]\n", `config: routes[1].name: duplicate route "r"`},
+		{"route sources missing", validBase + "routes: [{name: r, url: 'http://x'}]\n", "config: routes[0].sources: at least one source is required"},
+		{"route source unknown", validBase + "routes: [{name: r, sources: [stripe, strpe], url: 'http://x'}]\n", `config: routes[0].sources[1]: unknown source "strpe"`},
+		{"route source twice", validBase + "routes: [{name: r, sources: [stripe, stripe], url: 'http://x'}]\n", `config: routes[0].sources[1]: source "stripe" listed twice`},
+		{"route source empty", validBase + "routes: [{name: r, sources: [''], url: 'http://x'}]\n", `config: routes[0].sources[0]: empty source name`},
+		{"url missing", validBase + "routes: [{name: r, sources: [stripe]}]\n", "config: routes[0].url: required"},
+		{"url scheme", validBase + "routes: [{name: r, sources: [stripe], url: 'ftp://example.com/x'}]\n", "config: routes[0].url: must be an absolute http:// or https:// URL with a host"},
+		{"url relative", validBase + "routes: [{name: r, sources: [stripe], url: /hook}]\n", "config: routes[0].url: must be an absolute http:// or https:// URL with a host"},
+		{"url no host", validBase + "routes: [{name: r, sources: [stripe], url: 'http:///hook'}]\n", "config: routes[0].url: must be an absolute http:// or https:// URL with a host"},
+		{"url port only", validBase + "routes: [{name: r, sources: [stripe], url: 'http://:80/hook'}]\n", "config: routes[0].url: must be an absolute http:// or https:// URL with a host"},
+		{"url unparsable", validBase + "routes: [{name: r, sources: [stripe], url: 'http://[::1/x'}]\n", "config: routes[0].url: must be an absolute http:// or https:// URL with a host"},
+		{"event empty", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', events: ['a.*', '']}]\n", "config: routes[0].events[1]: empty pattern"},
+		{"event control", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', events: [\"a\\tb\"]}]\n", "config: routes[0].events[0]: pattern must be printable characters"},
+		{"route secret", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', secret: nope!}]\n", "config: routes[0].secret: invalid standard webhooks secret: secret is not whsec_<base64>"},
+		{"route timeout", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', timeout: -1s}]\n", "config: routes[0].timeout: must be positive, got -1s"},
+		{"concurrency fraction", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', concurrency: 2.5}]\n", `config: routes[0].concurrency: line 6: cannot use "2.5" as an integer`},
+		{"concurrency", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', concurrency: 0}]\n", "config: routes[0].concurrency: must be positive, got 0"},
+		{"rate negative", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', rate: -0.5}]\n", "config: routes[0].rate: must be a number >= 0 (0: unlimited), got -0.5"},
+		{"rate nan", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', rate: .nan}]\n", "config: routes[0].rate: must be a number >= 0 (0: unlimited), got NaN"},
+		{"rate inf", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', rate: .inf}]\n", "config: routes[0].rate: must be a number >= 0 (0: unlimited), got +Inf"},
+		{"retries", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', retries: -1}]\n", "config: routes[0].retries: must be >= 0, got -1"},
+		{"schedule entry", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', schedule: [1m, 0s, -1h]}]\n", "config: routes[0].schedule[1]: must be positive, got 0s"},
+		{"schedule negative", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', schedule: [1m, 0s, -1h]}]\n", "config: routes[0].schedule[2]: must be positive, got -1h0m0s"},
+		{"schedule empty", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', schedule: []}]\n", "config: routes[0].schedule: must not be empty (leave it out for the default)"},
+		{"header name", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', headers: {'Bad Header': v}}]\n", `config: routes[0].headers["Bad Header"]: invalid header name`},
+		{"header name empty", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', headers: {'': v}}]\n", `config: routes[0].headers[""]: invalid header name`},
+		{"header value crlf", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', headers: {X-A: \"v\\r\\nX-Evil: 1\"}}]\n", "config: routes[0].headers.X-A: value must not contain CR, LF or other control characters"},
+		{"header value lf", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', headers: {X-A: \"v\\n\"}}]\n", "config: routes[0].headers.X-A: value must not contain CR, LF or other control characters"},
+		{"header case duplicate", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', headers: {x-team: a, X-Team: b}}]\n", `config: routes[0].headers.x-team: same header as "X-Team" (names are case-insensitive)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := parseErr(t, tc.src, nil)
+			if prefix, ok := strings.CutSuffix(tc.want, "…"); ok {
+				wantErrorMatch(t, err, "^"+regexpQuote(prefix))
+			} else {
+				wantError(t, err, tc.want)
+			}
+			for _, l := range errorLines(err) {
+				if !strings.HasPrefix(l, "config: ") {
+					t.Errorf("message %q lacks the config: prefix", l)
+				}
+			}
+		})
+	}
+}
+
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// All problems are reported at once, in document order.
+func TestValidationCollectsAll(t *testing.T) {
+	err := parseErr(t, `
+log: {level: loud}
+sources:
+  - {name: a, verify: foo}
+  - {name: a, verify: stripe}
+routes:
+  - {name: r, sources: [b], url: "mailto:x@y"}
+`, nil)
+	want := []string{
+		`config: log.level: unknown level "loud" (want debug, info, warn or error)`,
+		`config: sources[0].verify: unknown scheme "foo" (want stripe, standard, github, hmac or none)`,
+		`config: sources[1].name: duplicate source "a"`,
+		`config: sources[1].secrets: required for verify: stripe`,
+		`config: routes[0].sources[0]: unknown source "b"`,
+		`config: routes[0].url: must be an absolute http:// or https:// URL with a host`,
+	}
+	if got := errorLines(err); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Secrets and URLs never appear in error messages.
+func TestErrorsDoNotEchoSecrets(t *testing.T) {
+	const secret = "SUPERSECRETVALUE"
+	err := parseErr(t, `
+sources:
+  - {name: a, verify: standard, secrets: ["`+secret+`"]}
+  - {name: b, verify: stripe, secrets: [" `+secret+`"]}
+routes:
+  - {name: r, sources: [a], url: "ftp://user:`+secret+`@host", secret: "`+secret+`"}
+`, nil)
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("error echoes a secret:\n%v", err)
+	}
+}

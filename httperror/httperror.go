@@ -1,0 +1,67 @@
+// Package httperror is the one error shape every hookgate endpoint answers
+// with: {"error":{"code":"…","message":"…"}}. Handlers return an *Error and
+// the app's error handler renders it.
+package httperror
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Error is an HTTP error answer.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// New returns an error answered with status, a machine-readable code and a
+// human-readable message.
+func New(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Handler renders errors returned by handlers: an *Error as it is, a
+// *fiber.Error (e.g. 413 from the body limit) with a code derived from its
+// status, and anything else as a 500 that is logged.
+func Handler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		var e *Error
+		var fe *fiber.Error
+		switch {
+		case errors.As(err, &e):
+		case errors.As(err, &fe):
+			e = &Error{Status: fe.Code, Code: codeFor(fe.Code), Message: fe.Message}
+		default:
+			log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			e = New(http.StatusInternalServerError, "internal", "internal error")
+		}
+		return c.Status(e.Status).JSON(fiber.Map{"error": e})
+	}
+}
+
+func codeFor(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "body_too_large"
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusRequestTimeout:
+		return "timeout"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	}
+	if status >= 500 {
+		return "internal"
+	}
+	return "error"
+}

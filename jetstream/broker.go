@@ -1,0 +1,269 @@
+// Package jetstream connects hookgate to NATS JetStream: it runs an embedded
+// nats-server (or connects to an external NATS), keeps the events stream in
+// place, and relays accepted events from the store's outbox to the stream.
+//
+// JetStream carries the work; SQLite is the record. Everything the stream
+// loses is published again from the store, so the embedded server's fsync
+// interval is a speed setting, not a safety one.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// SubjectPrefix is the first token of every inbound event subject:
+// webhooks.<source>.<event type tokens>.
+const SubjectPrefix = "webhooks"
+
+// Config configures Connect. See config.NATS for the defaults.
+type Config struct {
+	URL             string // external NATS; empty runs the embedded server
+	Port            int    // embedded server client port; 0: in-process only
+	StoreDir        string // embedded server JetStream store
+	SyncInterval    time.Duration
+	SyncAlways      bool
+	Stream          string
+	DuplicateWindow time.Duration
+	Replicas        int
+	ConnectTimeout  time.Duration
+	// Name is the client connection name. Default "hookgate".
+	Name string
+}
+
+// Broker is a NATS connection with JetStream, and the embedded server behind
+// it when there is one.
+type Broker struct {
+	cfg Config
+	log *slog.Logger
+	srv *server.Server // nil with an external NATS
+	nc  *nats.Conn
+	js  natsjs.JetStream
+
+	streamMu    sync.Mutex
+	streamReady bool
+	closeOnce   sync.Once
+}
+
+// Connect starts the embedded server when cfg.URL is empty, connects, and
+// makes sure the events stream exists. With an external NATS that is down,
+// Connect still succeeds: the connection keeps retrying and the stream is
+// created once NATS answers (see EnsureStream).
+func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+	if cfg.Name == "" {
+		cfg.Name = "hookgate"
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = "HOOKGATE_EVENTS"
+	}
+	if cfg.DuplicateWindow <= 0 {
+		cfg.DuplicateWindow = 2 * time.Minute
+	}
+	b := &Broker{cfg: cfg, log: log}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.Timeout(cfg.ConnectTimeout),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	url := cfg.URL
+	if url == "" {
+		srv, err := startServer(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		b.srv = srv
+		url = srv.ClientURL()
+		opts = append(opts, nats.InProcessServer(srv))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("jetstream: connect: %w", err)
+	}
+	b.nc = nc
+	b.js, err = natsjs.New(nc,
+		natsjs.WithPublishAsyncMaxPending(1024),
+		natsjs.WithPublishAsyncTimeout(5*time.Second),
+		natsjs.WithDefaultTimeout(5*time.Second))
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	if err := b.EnsureStream(ctx); err != nil {
+		if b.srv != nil {
+			b.Close()
+			return nil, err
+		}
+		log.Warn("nats not ready; stream will be created when it is", "err", err)
+	}
+	return b, nil
+}
+
+// startServer runs the embedded nats-server with JetStream and waits until
+// it takes connections. A JetStream that fails to start is an error.
+func startServer(cfg Config, log *slog.Logger) (*server.Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("jetstream: embedded server needs a store directory")
+	}
+	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("jetstream: create store directory: %w", err)
+	}
+	opts := &server.Options{
+		ServerName:   "hookgate",
+		JetStream:    true,
+		StoreDir:     cfg.StoreDir,
+		SyncInterval: cfg.SyncInterval,
+		SyncAlways:   cfg.SyncAlways,
+		NoSigs:       true,
+		NoLog:        false,
+		MaxPayload:   8 << 20,
+	}
+	if cfg.Port > 0 {
+		opts.Host = "127.0.0.1"
+		opts.Port = cfg.Port
+	} else {
+		opts.DontListen = true
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: embedded server: %w", err)
+	}
+	srv.SetLoggerV2(serverLogger{log.With("component", "nats-server")}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.ConnectTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("jetstream: embedded server not ready after %s", cfg.ConnectTimeout)
+	}
+	if !srv.JetStreamEnabled() {
+		srv.Shutdown()
+		return nil, fmt.Errorf("jetstream: embedded server started without JetStream (store %s)", cfg.StoreDir)
+	}
+	return srv, nil
+}
+
+// EnsureStream creates or updates the events stream. It is cheap once the
+// stream is known to exist; call Reset after a failure that suggests the
+// stream is gone.
+func (b *Broker) EnsureStream(ctx context.Context) error {
+	b.streamMu.Lock()
+	defer b.streamMu.Unlock()
+	if b.streamReady {
+		return nil
+	}
+	sc := natsjs.StreamConfig{
+		Name:       b.cfg.Stream,
+		Subjects:   []string{SubjectPrefix + ".>"},
+		Storage:    natsjs.FileStorage,
+		Retention:  natsjs.LimitsPolicy,
+		Duplicates: b.cfg.DuplicateWindow,
+		Replicas:   max(b.cfg.Replicas, 1),
+	}
+	if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
+	}
+	b.streamReady = true
+	return nil
+}
+
+// streamLost forgets that the stream exists, so the next EnsureStream
+// recreates it.
+func (b *Broker) streamLost() {
+	b.streamMu.Lock()
+	b.streamReady = false
+	b.streamMu.Unlock()
+}
+
+// JetStream returns the JetStream client.
+func (b *Broker) JetStream() natsjs.JetStream { return b.js }
+
+// Conn returns the NATS connection.
+func (b *Broker) Conn() *nats.Conn { return b.nc }
+
+// Stream is the events stream's name.
+func (b *Broker) Stream() string { return b.cfg.Stream }
+
+// Close drains nothing: it closes the connection and shuts the embedded
+// server down. It is safe to call more than once.
+func (b *Broker) Close() {
+	b.closeOnce.Do(func() {
+		if b.nc != nil {
+			b.nc.Close()
+		}
+		if b.srv != nil {
+			b.srv.Shutdown()
+			b.srv.WaitForShutdown()
+		}
+	})
+}
+
+// Subject returns the subject of an event: webhooks.<source>.<type>, each
+// dot-separated part of the type made a valid subject token ('_' for an
+// empty type or part; characters other than letters, digits, '-' and '_'
+// become '_').
+func Subject(source, eventType string) string {
+	var sb strings.Builder
+	sb.Grow(len(SubjectPrefix) + len(source) + len(eventType) + 3)
+	sb.WriteString(SubjectPrefix)
+	sb.WriteByte('.')
+	sb.WriteString(source)
+	sb.WriteByte('.')
+	if eventType == "" {
+		sb.WriteByte('_')
+		return sb.String()
+	}
+	tokenStart := true
+	for i := 0; i < len(eventType); i++ {
+		c := eventType[i]
+		switch {
+		case c == '.':
+			if tokenStart {
+				sb.WriteByte('_')
+			}
+			sb.WriteByte('.')
+			tokenStart = true
+			continue
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			sb.WriteByte(c)
+		default:
+			sb.WriteByte('_')
+		}
+		tokenStart = false
+	}
+	if tokenStart {
+		sb.WriteByte('_')
+	}
+	return sb.String()
+}
+
+// serverLogger routes nats-server's log to slog.
+type serverLogger struct{ log *slog.Logger }
+
+func (l serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }

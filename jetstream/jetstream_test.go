@@ -1,0 +1,184 @@
+package jetstream
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// runServer starts a standalone JetStream server on a free (or given) port,
+// storing under dir.
+func runServer(t testing.TB, port int, dir string) *server.Server {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: dir, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func streamMsgs(t testing.TB, b *Broker) uint64 {
+	t.Helper()
+	s, err := b.JetStream().Stream(context.Background(), b.Stream())
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
+}
+
+func claim(t testing.TB, st *store.Store, source, id string) {
+	t.Helper()
+	dup, err := st.Claim(context.Background(), &store.Event{Source: source, ID: id, Type: "invoice.paid",
+		Body: []byte(`{"id":"` + id + `"}`), ReceivedAt: time.Now()})
+	if err != nil || dup {
+		t.Fatalf("claim %s: dup=%v err=%v", id, dup, err)
+	}
+}
+
+func TestSubject(t *testing.T) {
+	tests := []struct{ source, typ, want string }{
+		{"stripe", "invoice.paid", "webhooks.stripe.invoice.paid"},
+		{"stripe", "", "webhooks.stripe._"},
+		{"gh", "push", "webhooks.gh.push"},
+		{"x", "a b>c*d", "webhooks.x.a_b_c_d"},
+		{"x", "a..b.", "webhooks.x.a._.b._"},
+		{"x", ".lead", "webhooks.x._.lead"},
+		{"x", "ünï", "webhooks.x.__n__"},
+	}
+	for _, tt := range tests {
+		if got := Subject(tt.source, tt.typ); got != tt.want {
+			t.Errorf("Subject(%q, %q) = %q, want %q", tt.source, tt.typ, got, tt.want)
+		}
+	}
+}
+
+func TestEmbeddedServer(t *testing.T) {
+	b, err := Connect(context.Background(), Config{StoreDir: t.TempDir()}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.JetStream().Stream(context.Background(), "HOOKGATE_EVENTS"); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	b.Close()
+	b.Close() // a second close is harmless
+}
+
+// Events stay safe in the store while NATS is down and are published, once
+// each, when it is back; a re-publish is dropped by the duplicate window.
+func TestRelayAcrossNATSOutage(t *testing.T) {
+	natsDir := t.TempDir()
+	srv := runServer(t, 0, natsDir)
+	port := srv.Addr().(*net.TCPAddr).Port
+	addr := srv.ClientURL()
+	dbPath := filepath.Join(t.TempDir(), "db")
+	st, err := store.Open(context.Background(), store.Config{Path: dbPath}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := Connect(context.Background(), Config{URL: addr}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := NewRelay(b, st, RelayConfig{Poll: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}, quietLog())
+	r.Start(context.Background())
+	defer r.Stop()
+
+	outbox := func() (bool, string) {
+		_, n, err := st.Counts(context.Background())
+		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)
+	}
+	for i := 0; i < 10; i++ {
+		claim(t, st, "stripe", fmt.Sprintf("evt_a%d", i))
+	}
+	r.Notify()
+	waitFor(t, "first 10 published", 10*time.Second, outbox)
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	for i := 0; i < 10; i++ {
+		claim(t, st, "stripe", fmt.Sprintf("evt_b%d", i))
+	}
+	r.Notify()
+	if _, n, _ := st.Counts(context.Background()); n != 10 {
+		t.Fatalf("outbox while NATS is down = %d, want 10", n)
+	}
+
+	runServer(t, port, natsDir)
+	waitFor(t, "outage events published", 20*time.Second, outbox)
+	if got := streamMsgs(t, b); got != 20 {
+		t.Fatalf("stream holds %d messages, want 20", got)
+	}
+
+	// Put everything back in the outbox: the relay publishes it all again and
+	// the duplicate window drops every copy.
+	db, err := sql.Open("sqlite3", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("UPDATE events SET published_at = NULL"); err != nil {
+		t.Fatal(err)
+	}
+	r.Notify()
+	waitFor(t, "re-published", 10*time.Second, outbox)
+	if got := streamMsgs(t, b); got != 20 {
+		t.Fatalf("after re-publish the stream holds %d messages, want 20", got)
+	}
+
+	// Headers carry the event's identity.
+	s, _ := b.JetStream().Stream(context.Background(), b.Stream())
+	m, err := s.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "webhooks.stripe.invoice.paid" || m.Header.Get("Nats-Msg-Id") != "stripe:evt_a0" ||
+		m.Header.Get(HeaderEventID) != "evt_a0" || m.Header.Get(HeaderSource) != "stripe" ||
+		string(m.Data) != `{"id":"evt_a0"}` {
+		t.Fatalf("first message = %s %v %q", m.Subject, m.Header, m.Data)
+	}
+}

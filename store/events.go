@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event is one inbound webhook as stored.
+type Event struct {
+	Seq         int64 // assigned by Claim; intake order
+	Source      string
+	ID          string
+	Type        string
+	ContentType string
+	Headers     []byte // JSON object of the headers worth keeping
+	Body        []byte
+	ReceivedAt  time.Time
+	PublishedAt time.Time // zero while in the outbox
+}
+
+type stmts struct {
+	claim, markPublished *sql.Stmt
+}
+
+func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	p.claim, err = db.PrepareContext(ctx, `
+		INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING seq`)
+	if err != nil {
+		return err
+	}
+	p.markPublished, err = db.PrepareContext(ctx,
+		`UPDATE events SET published_at = ? WHERE seq = ? AND published_at IS NULL`)
+	return err
+}
+
+func (p *stmts) close() {
+	for _, s := range []*sql.Stmt{p.claim, p.markPublished} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// Claim stores ev unless an event with the same (Source, ID) is already
+// stored. It returns once the outcome is durably committed: dup is false and
+// ev.Seq set when ev was stored now, dup is true when it was already there.
+// Two concurrent claims of one event can never both return dup == false.
+func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
+	if ev.Headers == nil {
+		ev.Headers = []byte("{}")
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		err := tx.Stmt(s.stmts.claim).QueryRow(ev.Source, ev.ID, ev.Type, ev.ContentType,
+			ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()).Scan(&ev.Seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			dup = true
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim %s/%s: %w", ev.Source, ev.ID, err)
+	}
+	return dup, nil
+}
+
+// Unpublished returns up to limit events still in the outbox with Seq >
+// after, in intake order.
+func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT seq, source, event_id, event_type, content_type, headers, body, received_at
+		FROM events WHERE published_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var evs []Event
+	for rows.Next() {
+		var ev Event
+		var received int64
+		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType,
+			&ev.Headers, &ev.Body, &received); err != nil {
+			return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
+		}
+		ev.ReceivedAt = time.UnixMilli(received)
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
+	}
+	return evs, nil
+}
+
+// MarkPublished takes the events with these sequence numbers out of the
+// outbox.
+func (s *Store) MarkPublished(ctx context.Context, seqs []int64, at time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		st := tx.Stmt(s.stmts.markPublished)
+		for _, seq := range seqs {
+			if _, err := st.Exec(at.UnixMilli(), seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// GetEvent returns one stored event.
+func (s *Store) GetEvent(ctx context.Context, source, id string) (*Event, error) {
+	var ev Event
+	var received int64
+	var published sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `
+		SELECT seq, source, event_id, event_type, content_type, headers, body, received_at, published_at
+		FROM events WHERE source = ? AND event_id = ?`, source, id).Scan(
+		&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType, &ev.Headers, &ev.Body, &received, &published)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: get event: %w", ErrUnavailable, err)
+	}
+	ev.ReceivedAt = time.UnixMilli(received)
+	if published.Valid {
+		ev.PublishedAt = time.UnixMilli(published.Int64)
+	}
+	return &ev, nil
+}
+
+// ErrNotFound is returned by lookups that found nothing.
+var ErrNotFound = errors.New("not found")
+
+// Counts reports how many events are stored and how many are still in the
+// outbox.
+func (s *Store) Counts(ctx context.Context) (total, unpublished int64, err error) {
+	err = s.r.QueryRowContext(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE published_at IS NULL) FROM events`).Scan(&total, &unpublished)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: counts: %w", ErrUnavailable, err)
+	}
+	return total, unpublished, nil
+}
