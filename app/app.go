@@ -15,10 +15,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/inbound"
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -36,6 +38,7 @@ type App struct {
 	store   *store.Store
 	broker  *jetstream.Broker
 	relay   *jetstream.Relay
+	engine  *outbound.Engine
 	inbound *inbound.Handler
 	http    *fiber.App
 	ln      net.Listener
@@ -80,7 +83,9 @@ func (a *App) Start(ctx context.Context) error {
 	}{
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
+		{"recover lost stream messages", a.recoverStream},
 		{"start outbox relay", a.startRelay},
+		{"start deliveries", a.startEngine},
 		{"start http", a.startHTTP},
 	}
 	for _, s := range steps {
@@ -135,6 +140,25 @@ func (a *App) connectBroker(ctx context.Context) error {
 	return nil
 }
 
+// recoverStream builds the delivery engine and puts back in the outbox what
+// the stream lost while undelivered.
+func (a *App) recoverStream(ctx context.Context) error {
+	e, err := outbound.New(a.cfg.Routes, a.store, a.broker, outbound.Config{
+		UserAgent: "hookgate/" + Version,
+		Metrics:   outbound.NewMetrics(a.Registry),
+	}, a.log.With("component", "outbound"))
+	if err != nil {
+		return err
+	}
+	a.engine = e
+	_, err = e.Recover(ctx)
+	return err
+}
+
+func (a *App) startEngine(ctx context.Context) error {
+	return a.engine.Start(ctx)
+}
+
 func (a *App) startRelay(ctx context.Context) error {
 	published := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookgate_outbox_published_total", Help: "Events published to JetStream and acknowledged.",
@@ -170,6 +194,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		ErrorHandler:          httperror.Handler(a.log.With("component", "http")),
 	})
 	h.Register(a.http)
+	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.http.Use(func(c *fiber.Ctx) error {
 		return httperror.New(fiber.StatusNotFound, "not_found", "no such endpoint")
 	})
@@ -197,7 +222,8 @@ func (a *App) Store() *store.Store { return a.store }
 // Broker returns the app's broker (for tests and tools).
 func (a *App) Broker() *jetstream.Broker { return a.broker }
 
-// Stop stops taking requests, answers those in flight, stops the relay,
+// Stop stops taking requests, answers those in flight, lets deliveries in
+// flight finish (or hands them back at the deadline), stops the relay,
 // closes NATS and the embedded server, then the store. Safe to call twice.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
@@ -206,6 +232,9 @@ func (a *App) Stop(ctx context.Context) error {
 			if err := a.http.ShutdownWithContext(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			}
+		}
+		if a.engine != nil {
+			a.engine.Stop(ctx)
 		}
 		if a.relay != nil {
 			a.relay.Stop()

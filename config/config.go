@@ -153,6 +153,11 @@ type Route struct {
 	// Retries is the number of quick in-process retries per delivery round.
 	// Default 2; an explicit 0 disables them.
 	Retries int `yaml:"retries"`
+	// RetryWaitMin and RetryWaitMax bound the jittered backoff between quick
+	// retries. RetryWaitMax also caps a downstream's Retry-After, so it
+	// cannot park a worker. Defaults 1s and 30s.
+	RetryWaitMin time.Duration `yaml:"retry_wait_min"`
+	RetryWaitMax time.Duration `yaml:"retry_wait_max"`
 	// Schedule is the delay before each long-schedule round after the first
 	// fails. Default close to Stripe's: 1m 5m 30m 1h 2h 4h 8h 12h 12h 12h 12h 12h
 	// (about 3 days over 12 steps). After the last the delivery is dead.

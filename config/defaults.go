@@ -27,6 +27,8 @@ const (
 	DefaultRouteTimeout    = 15 * time.Second
 	DefaultConcurrency     = 8
 	DefaultRetries         = 2
+	DefaultRetryWaitMin    = time.Second
+	DefaultRetryWaitMax    = 30 * time.Second
 )
 
 // DefaultSchedule returns a new copy of the default long retry schedule:
@@ -111,6 +113,8 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 		dur(&r.Timeout, p+"timeout", DefaultRouteTimeout)
 		num(&r.Concurrency, p+"concurrency", DefaultConcurrency)
 		num(&r.Retries, p+"retries", DefaultRetries)
+		dur(&r.RetryWaitMin, p+"retry_wait_min", DefaultRetryWaitMin)
+		dur(&r.RetryWaitMax, p+"retry_wait_max", DefaultRetryWaitMax)
 		if !set(p + "schedule") {
 			r.Schedule = DefaultSchedule()
 		}

@@ -328,6 +328,11 @@ func (c *Config) validateRoutes(v *validator) {
 		if r.Retries < 0 {
 			v.errorf(p+".retries", "must be >= 0, got %d", r.Retries)
 		}
+		v.positiveDuration(p+".retry_wait_min", r.RetryWaitMin)
+		v.positiveDuration(p+".retry_wait_max", r.RetryWaitMax)
+		if r.RetryWaitMin > r.RetryWaitMax {
+			v.errorf(p+".retry_wait_min", "must not exceed retry_wait_max (%s)", r.RetryWaitMax)
+		}
 		if len(r.Schedule) == 0 {
 			v.errorf(p+".schedule", "must not be empty (leave it out for the default)")
 		}

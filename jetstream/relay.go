@@ -30,7 +30,7 @@ func MsgID(source, eventID string) string { return source + ":" + eventID }
 // Outbox is what the relay needs from the store.
 type Outbox interface {
 	Unpublished(ctx context.Context, after int64, limit int) ([]store.Event, error)
-	MarkPublished(ctx context.Context, seqs []int64, at time.Time) error
+	MarkPublished(ctx context.Context, acks []store.Published, at time.Time) error
 }
 
 // RelayConfig tunes a Relay.
@@ -167,11 +167,11 @@ func (r *Relay) round(ctx context.Context) (int, error) {
 		}
 		futures = append(futures, f)
 	}
-	acked := make([]int64, 0, len(futures))
+	acked := make([]store.Published, 0, len(futures))
 	for i, f := range futures {
 		select {
-		case <-f.Ok():
-			acked = append(acked, evs[i].Seq)
+		case ack := <-f.Ok():
+			acked = append(acked, store.Published{Seq: evs[i].Seq, StreamSeq: int64(ack.Sequence)})
 		case err := <-f.Err():
 			if firstErr == nil {
 				firstErr = err

@@ -36,7 +36,7 @@ func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	p.markPublished, err = db.PrepareContext(ctx,
-		`UPDATE events SET published_at = ? WHERE seq = ? AND published_at IS NULL`)
+		`UPDATE events SET published_at = ?, stream_seq = ? WHERE seq = ? AND published_at IS NULL`)
 	return err
 }
 
@@ -98,16 +98,19 @@ func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Even
 	return evs, nil
 }
 
-// MarkPublished takes the events with these sequence numbers out of the
-// outbox.
-func (s *Store) MarkPublished(ctx context.Context, seqs []int64, at time.Time) error {
-	if len(seqs) == 0 {
+// Published is an event's intake sequence and the stream sequence
+// JetStream acknowledged it with.
+type Published struct{ Seq, StreamSeq int64 }
+
+// MarkPublished takes acknowledged events out of the outbox.
+func (s *Store) MarkPublished(ctx context.Context, acks []Published, at time.Time) error {
+	if len(acks) == 0 {
 		return nil
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		st := tx.Stmt(s.stmts.markPublished)
-		for _, seq := range seqs {
-			if _, err := st.Exec(at.UnixMilli(), seq); err != nil {
+		for _, a := range acks {
+			if _, err := st.Exec(at.UnixMilli(), a.StreamSeq, a.Seq); err != nil {
 				return err
 			}
 		}

@@ -96,7 +96,7 @@ func TestOutboxAndReopen(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("Unpublished = %d events, %v; want 3", len(evs), err)
 	}
-	if err := s.MarkPublished(ctx, []int64{evs[0].Seq, evs[1].Seq}, time.Now()); err != nil {
+	if err := s.MarkPublished(ctx, []Published{{evs[0].Seq, 1}, {evs[1].Seq, 2}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

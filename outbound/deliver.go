@@ -1,0 +1,213 @@
+package outbound
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/hookgate/hookgate/signature"
+	"github.com/hookgate/hookgate/store"
+)
+
+// maxResponseKept is how much of each response body an attempt records.
+const maxResponseKept = 2 << 10
+
+// roundState collects the attempts of one round for the retryablehttp hooks.
+type roundState struct {
+	r        *route
+	key      string
+	body     []byte
+	base     int // attempts made before this round
+	start    time.Time
+	attempts []store.Attempt
+}
+
+func (e *Engine) httpClient(r *route) *retryablehttp.Client {
+	return &retryablehttp.Client{
+		HTTPClient:     r.client,
+		RetryMax:       r.cfg.Retries,
+		RetryWaitMin:   r.cfg.RetryWaitMin,
+		RetryWaitMax:   r.cfg.RetryWaitMax,
+		CheckRetry:     checkRetry,
+		Backoff:        backoff,
+		ErrorHandler:   retryablehttp.PassthroughErrorHandler,
+		RequestLogHook: e.beforeAttempt,
+	}
+}
+
+// beforeAttempt stamps each attempt: its number and, on a signed route, a
+// fresh timestamp and signature.
+func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int) {
+	st := roundFrom(req.Context())
+	if st == nil {
+		return
+	}
+	req.Header = req.Header.Clone() // retryablehttp's copies share the map
+	now := time.Now()
+	req.Header.Set("X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
+	if st.r.signKey != nil {
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", signature.SignStandard(st.r.signKey, st.key, now, st.body))
+	}
+	st.start = now
+}
+
+// checkRetry records the attempt and decides: 2xx succeeded and 410 Gone
+// are final; every other status, a redirect, a timeout or a connection
+// error is retried.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	st := roundFrom(ctx)
+	if st != nil {
+		a := store.Attempt{StartedAt: st.start, Duration: time.Since(st.start)}
+		if err != nil {
+			a.Error = err.Error()
+		} else {
+			a.Status = resp.StatusCode
+			buf := make([]byte, maxResponseKept)
+			n, _ := io.ReadFull(resp.Body, buf)
+			a.Response = buf[:n]
+			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+				a.Error = "redirect not followed: " + resp.Header.Get("Location")
+			}
+		}
+		st.attempts = append(st.attempts, a)
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil {
+		return true, nil
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 || resp.StatusCode == http.StatusGone {
+		return false, nil
+	}
+	return true, nil
+}
+
+// backoff is jittered exponential between min and max; a Retry-After on a
+// 429 or 503 is honoured but never beyond max.
+func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return min(d, maxWait)
+		}
+	}
+	d := minWait << min(attempt, 30)
+	if d <= 0 || d > maxWait {
+		d = maxWait
+	}
+	// Full jitter over the upper half: [d/2, d].
+	return d/2 + rand.N(d/2+1)
+}
+
+// round delivers one event to one route: a few quick attempts, then the
+// outcome is recorded. It returns the recorded delivery, or nil when the
+// round was cut short by a stop or could not be recorded (the caller hands
+// the message back). manual rounds (operator retries) do not advance the
+// long schedule.
+func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev *store.Delivery, manual bool) *store.Delivery {
+	key := IdempotencyKey(r.cfg.Name, ev.source, ev.id)
+	st := &roundState{r: r, key: key, body: ev.body}
+	d := &store.Delivery{Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
+		IdempotencyKey: key, State: store.StatePending}
+	if prev != nil {
+		st.base = prev.Attempts
+		d.Rounds = prev.Rounds
+		d.State = prev.State
+		d.NextAttemptAt = prev.NextAttemptAt
+	}
+
+	req, err := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), http.MethodPost, r.cfg.URL, ev.body)
+	if err != nil {
+		e.log.Error("cannot build request", "route", r.cfg.Name, "err", err)
+		return nil
+	}
+	h := req.Header
+	for k, v := range r.cfg.Headers {
+		h.Set(k, v)
+	}
+	ct := ev.contentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Idempotency-Key", key)
+	h.Set("User-Agent", e.cfg.UserAgent)
+	h.Set("X-Hookgate-Source", ev.source)
+	h.Set("X-Hookgate-Event-Id", ev.id)
+	h.Set("X-Hookgate-Event-Type", ev.typ)
+	if r.signKey != nil {
+		h.Set("webhook-id", key)
+	}
+
+	resp, err := e.httpClient(r).Do(req)
+	if resp != nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+	stopped := ctx.Err() != nil
+	now := time.Now()
+	var last store.Attempt
+	if n := len(st.attempts); n > 0 {
+		last = st.attempts[n-1]
+	}
+	d.LastStatus, d.LastError = last.Status, last.Error
+	if d.LastError == "" && last.Status != 0 && (last.Status < 200 || last.Status >= 300) {
+		d.LastError = http.StatusText(last.Status)
+	}
+	if d.LastError == "" && err != nil && !stopped {
+		d.LastError = err.Error()
+	}
+	outcome := ""
+	switch {
+	case last.Status >= 200 && last.Status < 300:
+		d.State, d.NextAttemptAt, d.LastError = store.StateSucceeded, time.Time{}, ""
+		outcome = "succeeded"
+	case last.Status == http.StatusGone:
+		d.State, d.NextAttemptAt = store.StateDead, time.Time{}
+		outcome = "dead"
+	case stopped:
+		// Keep the state; the message is handed back.
+		if len(st.attempts) == 0 {
+			return nil
+		}
+	case manual:
+		// An operator's round leaves the state and schedule where they were.
+		outcome = "failed"
+	default:
+		d.Rounds++
+		if d.Rounds > len(r.cfg.Schedule) {
+			d.State, d.NextAttemptAt = store.StateDead, time.Time{}
+			outcome = "dead"
+		} else {
+			d.State = store.StateRetrying
+			d.NextAttemptAt = now.Add(r.cfg.Schedule[d.Rounds-1])
+			outcome = "retrying"
+		}
+	}
+	if err := e.store.RecordRound(context.WithoutCancel(ctx), d, st.attempts); err != nil {
+		e.log.Error("cannot record delivery round; it will run again", "route", r.cfg.Name,
+			"source", ev.source, "event_id", ev.id, "err", err)
+		return nil
+	}
+	e.cfg.Metrics.round(r.cfg.Name, outcome, st.attempts)
+	switch outcome {
+	case "dead":
+		e.log.Warn("delivery dead", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
+			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "delivery_id", d.ID)
+	case "retrying", "failed":
+		e.log.Info("delivery round failed", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
+			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "next_attempt_at", d.NextAttemptAt)
+	case "succeeded":
+		e.log.Debug("delivered", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id, "attempts", d.Attempts)
+	}
+	if stopped {
+		return nil
+	}
+	return d
+}

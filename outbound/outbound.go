@@ -1,0 +1,358 @@
+// Package outbound delivers accepted events to the configured routes.
+//
+// Each route has a durable JetStream pull consumer on the subjects of its
+// sources. A message is delivered in rounds: a round is a few quick
+// in-process retries (go-retryablehttp, jittered backoff, Retry-After
+// honoured but capped); a failed round is recorded and the message handed
+// back to JetStream with NakWithDelay for the next step of the long
+// schedule; after the last step the delivery is dead. The outcome of every
+// round is committed to the store before the message is acked or nak'd, so
+// a crash only ever means a redelivery, and every request for one (route,
+// event) carries the same Idempotency-Key.
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/store"
+)
+
+// Store is what the engine needs from the store.
+type Store interface {
+	Delivery(ctx context.Context, route, source, eventID string) (*store.Delivery, error)
+	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
+	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
+	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
+	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
+	PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *store.Event, terminal map[string]bool) error) error
+	Requeue(ctx context.Context, seqs []int64) error
+	Meta(ctx context.Context, key string) (string, error)
+	SetMeta(ctx context.Context, key, value string) error
+}
+
+// Config tunes the engine; zero values take the stated defaults.
+type Config struct {
+	// AckWait is how long JetStream waits for an ack before redelivering;
+	// a long round keeps its message with progress signals. Default 30s.
+	AckWait time.Duration
+	// UserAgent is sent with every request. Default "hookgate/dev".
+	UserAgent string
+	// Transport is the HTTP transport of every route. Default: a pooled
+	// transport without environment proxies.
+	Transport http.RoundTripper
+	// Metrics, if set, counts deliveries.
+	Metrics *Metrics
+}
+
+// Engine runs the consumers of every route.
+type Engine struct {
+	cfg    Config
+	routes []*route
+	byName map[string]*route
+	store  Store
+	broker *jetstream.Broker
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc // stops pulling
+	abort    context.CancelFunc // cancels rounds in flight
+	roundCtx context.Context    // rounds run in it until abort
+	pullers  sync.WaitGroup
+	inflight sync.WaitGroup
+	started  bool
+}
+
+// New builds the engine for the configured routes.
+func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Logger) (*Engine, error) {
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "hookgate/dev"
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = defaultTransport()
+	}
+	e := &Engine{cfg: cfg, store: st, broker: b, log: log, byName: map[string]*route{}}
+	for _, rc := range routes {
+		r, err := newRoute(rc, cfg.Transport)
+		if err != nil {
+			return nil, err
+		}
+		e.routes = append(e.routes, r)
+		e.byName[rc.Name] = r
+	}
+	return e, nil
+}
+
+func defaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Start creates or updates each route's consumer and starts pulling.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return nil
+	}
+	if err := e.broker.EnsureStream(ctx); err != nil {
+		return err
+	}
+	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
+	for _, r := range e.routes {
+		cons, err := e.ensureConsumer(ctx, r)
+		if err != nil {
+			cancel()
+			abort()
+			return err
+		}
+		e.pullers.Add(1)
+		go e.pull(pullCtx, roundCtx, r, cons)
+	}
+	e.started = true
+	return nil
+}
+
+func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer, error) {
+	subjects := make([]string, 0, len(r.cfg.Sources))
+	for _, s := range r.cfg.Sources {
+		subjects = append(subjects, jetstream.SubjectPrefix+"."+s+".>")
+	}
+	cons, err := e.broker.JetStream().CreateOrUpdateConsumer(ctx, e.broker.Stream(), natsjs.ConsumerConfig{
+		Durable:        r.consumer,
+		Description:    "hookgate route " + r.cfg.Name,
+		FilterSubjects: subjects,
+		AckPolicy:      natsjs.AckExplicitPolicy,
+		AckWait:        e.cfg.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  max(10000, 4*r.cfg.Concurrency),
+		DeliverPolicy:  natsjs.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", r.consumer, err)
+	}
+	return cons, nil
+}
+
+// pull feeds a route's messages to at most Concurrency rounds at a time.
+func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route, cons natsjs.Consumer) {
+	defer e.pullers.Done()
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	for pullCtx.Err() == nil {
+		it, err := cons.Messages(natsjs.PullMaxMessages(r.cfg.Concurrency))
+		if err != nil {
+			e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
+			if !sleep(pullCtx, time.Second) {
+				return
+			}
+			if c, err := e.ensureConsumer(pullCtx, r); err == nil {
+				cons = c
+			}
+			continue
+		}
+		stop := context.AfterFunc(pullCtx, it.Stop)
+		for {
+			select {
+			case sem <- struct{}{}:
+			case <-pullCtx.Done():
+			}
+			if pullCtx.Err() != nil {
+				break
+			}
+			msg, err := it.Next()
+			if err != nil {
+				<-sem
+				if !errors.Is(err, natsjs.ErrMsgIteratorClosed) {
+					e.log.Warn("route consumer interrupted", "route", r.cfg.Name, "err", err)
+				}
+				break
+			}
+			e.inflight.Add(1)
+			go func() {
+				defer func() { <-sem; e.inflight.Done() }()
+				e.handle(roundCtx, r, msg)
+			}()
+		}
+		stop()
+		it.Stop()
+		if pullCtx.Err() == nil && !sleep(pullCtx, 250*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Stop stops pulling and waits for rounds in flight until ctx ends; then it
+// cancels them, and their messages are handed back for redelivery. Safe to
+// call twice.
+func (e *Engine) Stop(ctx context.Context) {
+	e.mu.Lock()
+	cancel, abort := e.cancel, e.abort
+	e.cancel, e.abort = nil, nil
+	e.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	e.pullers.Wait()
+	done := make(chan struct{})
+	go func() { e.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		abort()
+		<-done
+	}
+	abort()
+}
+
+// envelope is an event as a route delivers it.
+type envelope struct {
+	source, id, typ, contentType string
+	body                         []byte
+}
+
+func envelopeOf(msg natsjs.Msg) envelope {
+	h := msg.Headers()
+	return envelope{
+		source:      h.Get(jetstream.HeaderSource),
+		id:          h.Get(jetstream.HeaderEventID),
+		typ:         h.Get(jetstream.HeaderEventType),
+		contentType: h.Get("Content-Type"),
+		body:        msg.Data(),
+	}
+}
+
+// handle runs one message of a route: skip, or one round, then ack/nak.
+func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
+	ev := envelopeOf(msg)
+	if ev.source == "" || ev.id == "" {
+		e.log.Error("message without event identity; dropped", "route", r.cfg.Name, "subject", msg.Subject())
+		msg.Term()
+		return
+	}
+	if !r.matches(ev.source, ev.typ) {
+		msg.Ack()
+		return
+	}
+	prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.source, ev.id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		prev = nil
+	case err != nil:
+		e.log.Warn("delivery state unavailable; redelivering later", "route", r.cfg.Name, "err", err)
+		msg.NakWithDelay(5 * time.Second)
+		return
+	case prev.Terminal():
+		msg.Ack() // delivered already (a re-publish or a redelivery)
+		return
+	case prev.State == store.StateRetrying && time.Until(prev.NextAttemptAt) > time.Second:
+		msg.NakWithDelay(time.Until(prev.NextAttemptAt))
+		return
+	}
+
+	// Keep the message while the round runs.
+	progress := time.NewTicker(max(e.cfg.AckWait/3, 100*time.Millisecond))
+	defer progress.Stop()
+	roundDone := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-roundDone:
+				return
+			case <-progress.C:
+				msg.InProgress()
+			}
+		}
+	}()
+	d := e.round(ctx, r, ev, prev, false)
+	close(roundDone)
+	if d == nil {
+		msg.Nak() // stopped mid-round, or the outcome could not be recorded
+		return
+	}
+	switch d.State {
+	case store.StateRetrying:
+		msg.NakWithDelay(time.Until(d.NextAttemptAt))
+	default:
+		msg.Ack()
+	}
+}
+
+// Retry runs a round of a delivery now, in the background, with the same
+// Idempotency-Key: for an operator retrying a dead or retrying delivery.
+// A delivery that succeeded is not sent again.
+func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
+	d, err := e.store.DeliveryByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.State == store.StateSucceeded {
+		return d, ErrSucceeded
+	}
+	r := e.byName[d.Route]
+	if r == nil {
+		return d, fmt.Errorf("%w: %q", ErrUnknownRoute, d.Route)
+	}
+	ev, err := e.store.GetEvent(ctx, d.Source, d.EventID)
+	if err != nil {
+		return d, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abort == nil {
+		return d, ErrNotRunning
+	}
+	orig := *d
+	if _, err := e.store.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
+		return d, err
+	}
+	d.State = store.StatePending
+	env := envelope{source: ev.Source, id: ev.ID, typ: ev.Type, contentType: ev.ContentType, body: ev.Body}
+	e.inflight.Add(1)
+	go func() {
+		defer e.inflight.Done()
+		e.round(e.roundCtx, r, env, &orig, true)
+	}()
+	return d, nil
+}
+
+// Errors of Retry.
+var (
+	ErrSucceeded    = errors.New("delivery already succeeded")
+	ErrUnknownRoute = errors.New("route no longer configured")
+	ErrNotRunning   = errors.New("delivery engine is not running")
+)

@@ -1,0 +1,66 @@
+package outbound
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+// metaStreamCreated records which incarnation of the stream the stored
+// stream sequences refer to.
+const metaStreamCreated = "stream_created"
+
+// Recover puts back in the outbox every published event the stream has
+// lost and some matching route has not finished with: all of them when the
+// stream was created anew (its store wiped, or deleted on an external
+// server), else those whose stream sequence is past the stream's last (a
+// tail lost inside the fsync interval). Call it before the relay starts.
+// Stable Idempotency-Keys make the re-delivery safe.
+func (e *Engine) Recover(ctx context.Context) (int, error) {
+	if err := e.broker.EnsureStream(ctx); err != nil {
+		return 0, err
+	}
+	s, err := e.broker.JetStream().Stream(ctx, e.broker.Stream())
+	if err != nil {
+		return 0, fmt.Errorf("stream info: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream info: %w", err)
+	}
+	created := info.Created.UTC().Format(time.RFC3339Nano)
+	known, err := e.store.Meta(ctx, metaStreamCreated)
+	if err != nil {
+		return 0, err
+	}
+	minSeq := int64(info.State.LastSeq)
+	if known != created {
+		minSeq = -1 // a new stream: it holds none of what was published before
+	}
+	var requeue []int64
+	err = e.store.PublishedSince(ctx, minSeq, func(ev *store.Event, terminal map[string]bool) error {
+		for _, r := range e.routes {
+			if r.matches(ev.Source, ev.Type) && !terminal[r.cfg.Name] {
+				requeue = append(requeue, ev.Seq)
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := e.store.Requeue(ctx, requeue); err != nil {
+		return 0, err
+	}
+	if err := e.store.SetMeta(ctx, metaStreamCreated, created); err != nil {
+		return 0, err
+	}
+	if len(requeue) > 0 {
+		e.log.Warn("stream lost undelivered events; publishing them again", "events", len(requeue),
+			"stream_recreated", known != "" && known != created)
+	}
+	return len(requeue), nil
+}

@@ -1,0 +1,147 @@
+package outbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/signature"
+)
+
+// route is one configured downstream, ready to deliver to.
+type route struct {
+	cfg      config.Route
+	sources  map[string]bool
+	signKey  []byte // nil: unsigned
+	client   *http.Client
+	limiter  *rate.Limiter // nil: unlimited
+	consumer string        // durable consumer name
+}
+
+func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
+	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name}
+	for _, s := range rc.Sources {
+		r.sources[s] = true
+	}
+	if rc.Secret != "" {
+		key, err := signature.DecodeStandardSecret(rc.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: secret: %w", rc.Name, err)
+		}
+		r.signKey = key
+	}
+	if rc.Rate > 0 {
+		r.limiter = rate.NewLimiter(rate.Limit(rc.Rate), max(1, int(rc.Rate)))
+		transport = &limitedTransport{base: transport, limiter: r.limiter}
+	}
+	r.client = &http.Client{
+		Transport: transport,
+		Timeout:   rc.Timeout,
+		// Redirects are not followed: a 3xx is a failed attempt.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return r, nil
+}
+
+// matches reports whether the route takes events of this source and type.
+func (r *route) matches(source, eventType string) bool {
+	if !r.sources[source] {
+		return false
+	}
+	if len(r.cfg.Events) == 0 {
+		return true
+	}
+	for _, g := range r.cfg.Events {
+		if Glob(g, eventType) {
+			return true
+		}
+	}
+	return false
+}
+
+// Glob matches s against pattern, where '*' matches any run of characters
+// (dots included) and every other character matches itself.
+func Glob(pattern, s string) bool {
+	// Iterative wildcard match with single backtrack point: O(len(p)*len(s)).
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case p < len(pattern) && pattern[p] == s[i]:
+			p++
+			i++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// IdempotencyKey is the key every request for one (route, source, event)
+// carries: derived from those three alone, so it is the same across
+// retries, redeliveries, restarts and inbound duplicates, and different for
+// different events or routes.
+func IdempotencyKey(route, source, eventID string) string {
+	h := sha256.New()
+	for _, part := range []string{route, source, eventID} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return "hg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// limitedTransport waits for the route's rate limiter before every attempt.
+type limitedTransport struct {
+	base    http.RoundTripper
+	limiter *rate.Limiter
+}
+
+func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.limiter.Wait(req.Context()); err != nil {
+		return nil, err
+	}
+	return t.base.RoundTrip(req)
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date).
+func retryAfter(h string, now time.Time) (time.Duration, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, false
+	}
+	var secs int64
+	if _, err := fmt.Sscanf(h, "%d", &secs); err == nil && fmt.Sprint(secs) == h {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, 1<<30)) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// ctxKey carries a round's state to the retryablehttp hooks.
+type ctxKey struct{}
+
+func roundFrom(ctx context.Context) *roundState {
+	st, _ := ctx.Value(ctxKey{}).(*roundState)
+	return st
+}

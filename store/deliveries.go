@@ -1,0 +1,297 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Delivery states.
+const (
+	StatePending   = "pending"   // queued for its first round, or a manual retry
+	StateRetrying  = "retrying"  // a round failed; the next one is scheduled
+	StateSucceeded = "succeeded" // a 2xx was received
+	StateDead      = "dead"      // 410 Gone, or the schedule is exhausted
+)
+
+// Delivery is one (route, event) pair and where its delivery stands.
+type Delivery struct {
+	ID             int64     `json:"id"`
+	Route          string    `json:"route"`
+	Source         string    `json:"source"`
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	State          string    `json:"state"`
+	Attempts       int       `json:"attempts"`
+	Rounds         int       `json:"rounds"`
+	LastStatus     int       `json:"last_status"`
+	LastError      string    `json:"last_error,omitempty"`
+	NextAttemptAt  time.Time `json:"next_attempt_at,omitzero"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Attempt is one HTTP request of a delivery.
+type Attempt struct {
+	Attempt   int           `json:"attempt"`
+	StartedAt time.Time     `json:"started_at"`
+	Duration  time.Duration `json:"-"`
+	Status    int           `json:"status"`
+	Error     string        `json:"error,omitempty"`
+	Response  []byte        `json:"-"`
+}
+
+// Terminal reports whether no further round will run on its own.
+func (d *Delivery) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
+
+const deliveryColumns = `id, route, source, event_id, event_type, idempotency_key, state, attempts,
+	rounds, last_status, last_error, next_attempt_at, created_at, updated_at`
+
+func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
+	var d Delivery
+	var next sql.NullInt64
+	var created, updated int64
+	err := row.Scan(&d.ID, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
+		&d.Attempts, &d.Rounds, &d.LastStatus, &d.LastError, &next, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if next.Valid {
+		d.NextAttemptAt = time.UnixMilli(next.Int64)
+	}
+	d.CreatedAt, d.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	return &d, nil
+}
+
+func (s *Store) queryDelivery(ctx context.Context, where string, args ...any) (*Delivery, error) {
+	d, err := scanDelivery(s.r.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: delivery: %w", ErrUnavailable, err)
+	}
+	return d, nil
+}
+
+// Delivery returns the delivery of an event to a route, or ErrNotFound.
+func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*Delivery, error) {
+	return s.queryDelivery(ctx, `route = ? AND source = ? AND event_id = ?`, route, source, eventID)
+}
+
+// DeliveryByID returns one delivery, or ErrNotFound.
+func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
+	return s.queryDelivery(ctx, `id = ?`, id)
+}
+
+// RecordRound stores the outcome of one delivery round in one transaction:
+// it creates or updates the delivery (d.Attempts is the number of attempts
+// made in this round; they are added) and appends the attempts. A delivery
+// that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
+// stored values.
+func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
+	now := time.Now().UnixMilli()
+	var next any
+	if !d.NextAttemptAt.IsZero() {
+		next = d.NextAttemptAt.UnixMilli()
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var total int
+		err := tx.QueryRow(`
+			INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
+				rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (route, source, event_id) DO UPDATE SET
+				state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
+				attempts = deliveries.attempts + excluded.attempts,
+				rounds = max(deliveries.rounds, excluded.rounds),
+				last_status = CASE WHEN excluded.attempts > 0 THEN excluded.last_status ELSE deliveries.last_status END,
+				last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE deliveries.last_error END,
+				next_attempt_at = excluded.next_attempt_at,
+				updated_at = excluded.updated_at
+			RETURNING id, attempts`,
+			d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State, len(attempts),
+			d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&d.ID, &total)
+		if err != nil {
+			return err
+		}
+		first := total - len(attempts)
+		for i, a := range attempts {
+			if _, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status, error, response)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, d.ID, first+i+1, a.StartedAt.UnixMilli(), a.Duration.Milliseconds(),
+				a.Status, a.Error, a.Response); err != nil {
+				return err
+			}
+		}
+		d.Attempts = total
+		return nil
+	})
+}
+
+// SetDeliveryState changes a delivery's state (e.g. to pending for a manual
+// retry), unless it already succeeded. It reports whether it changed.
+func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (bool, error) {
+	var changed bool
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`UPDATE deliveries SET state = ?, updated_at = ? WHERE id = ? AND state != 'succeeded'`,
+			state, time.Now().UnixMilli(), id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return err
+	})
+	return changed, err
+}
+
+// DeliveryFilter selects deliveries for ListDeliveries.
+type DeliveryFilter struct {
+	Route, State, Source string
+	EventID              string
+	AfterID              int64 // cursor: only deliveries with a larger ID
+	Limit                int
+}
+
+// ListDeliveries returns deliveries matching f in ID order.
+func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		where = append(where, cond)
+		args = append(args, v)
+	}
+	add("id > ?", f.AfterID)
+	if f.Route != "" {
+		add("route = ?", f.Route)
+	}
+	if f.State != "" {
+		add("state = ?", f.State)
+	}
+	if f.Source != "" {
+		add("source = ?", f.Source)
+	}
+	if f.EventID != "" {
+		add("event_id = ?", f.EventID)
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	args = append(args, f.Limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
+		strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+		}
+		out = append(out, *d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// Attempts returns a delivery's attempts in order.
+func (s *Store) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT attempt, started_at, duration_ms, status, error, response
+		FROM attempts WHERE delivery_id = ? ORDER BY attempt`, deliveryID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: attempts: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var started, ms int64
+		if err := rows.Scan(&a.Attempt, &started, &ms, &a.Status, &a.Error, &a.Response); err != nil {
+			return nil, fmt.Errorf("%w: attempts: %w", ErrUnavailable, err)
+		}
+		a.StartedAt, a.Duration = time.UnixMilli(started), time.Duration(ms)*time.Millisecond
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Meta returns a stored fact, "" if unset.
+func (s *Store) Meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: meta: %w", ErrUnavailable, err)
+	}
+	return v, nil
+}
+
+// SetMeta stores a fact.
+func (s *Store) SetMeta(ctx context.Context, key, value string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+		return err
+	})
+}
+
+// PublishedSince calls fn for every published event whose stream sequence
+// is above minStreamSeq (every published event when minStreamSeq < 0), with
+// the routes that have a terminal delivery of it. Bodies are not loaded.
+func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *Event, terminal map[string]bool) error) error {
+	cond := `e.published_at IS NOT NULL AND e.stream_seq > ?`
+	if minStreamSeq < 0 {
+		cond = `e.published_at IS NOT NULL AND ? < 0`
+	}
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT e.seq, e.source, e.event_id, e.event_type,
+			(SELECT group_concat(d.route, char(0)) FROM deliveries d
+			 WHERE d.source = e.source AND d.event_id = e.event_id AND d.state IN ('succeeded', 'dead'))
+		FROM events e WHERE `+cond+` ORDER BY e.seq`, minStreamSeq)
+	if err != nil {
+		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev Event
+		var routes sql.NullString
+		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &routes); err != nil {
+			return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
+		}
+		terminal := map[string]bool{}
+		if routes.Valid {
+			for _, r := range strings.Split(routes.String, "\x00") {
+				terminal[r] = true
+			}
+		}
+		if err := fn(&ev, terminal); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Requeue puts events back in the outbox, to be published again.
+func (s *Store) Requeue(ctx context.Context, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		for _, seq := range seqs {
+			if _, err := tx.Exec(`UPDATE events SET published_at = NULL, stream_seq = NULL WHERE seq = ?`, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
