@@ -83,7 +83,7 @@ func (a *App) Start(ctx context.Context) error {
 	}{
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
-		{"recover lost stream messages", a.recoverStream},
+		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
 		{"start http", a.startHTTP},
@@ -140,9 +140,7 @@ func (a *App) connectBroker(ctx context.Context) error {
 	return nil
 }
 
-// recoverStream builds the delivery engine and puts back in the outbox what
-// the stream lost while undelivered.
-func (a *App) recoverStream(ctx context.Context) error {
+func (a *App) buildEngine(ctx context.Context) error {
 	e, err := outbound.New(a.cfg.Routes, a.store, a.broker, outbound.Config{
 		UserAgent: "hookgate/" + Version,
 		Metrics:   outbound.NewMetrics(a.Registry),
@@ -151,8 +149,7 @@ func (a *App) recoverStream(ctx context.Context) error {
 		return err
 	}
 	a.engine = e
-	_, err = e.Recover(ctx)
-	return err
+	return nil
 }
 
 func (a *App) startEngine(ctx context.Context) error {
@@ -170,6 +167,12 @@ func (a *App) startRelay(ctx context.Context) error {
 	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
+		// Before publishing anything, put back in the outbox what the
+		// stream lost while undelivered.
+		Prepare: func(ctx context.Context) error {
+			_, err := a.engine.Recover(ctx)
+			return err
+		},
 	}, a.log.With("component", "relay"))
 	a.relay.Start(ctx)
 	return nil

@@ -46,6 +46,10 @@ type RelayConfig struct {
 	// published after each round; OnError with each publish error.
 	OnPublished func(n int)
 	OnError     func(err error)
+	// Prepare, if set, runs once the stream is reachable and before the
+	// first publish (e.g. to put back what the stream lost); the relay
+	// retries it until it succeeds.
+	Prepare func(ctx context.Context) error
 }
 
 // Relay publishes events from the outbox to JetStream and takes them out of
@@ -116,8 +120,19 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	backoff := time.Duration(0)
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
+	prepared := r.cfg.Prepare == nil
 	for {
-		n, err := r.round(ctx)
+		var n int
+		var err error
+		if !prepared {
+			if err = r.b.EnsureStream(ctx); err == nil {
+				err = r.cfg.Prepare(ctx)
+			}
+			prepared = err == nil
+		}
+		if prepared {
+			n, err = r.round(ctx)
+		}
 		if ctx.Err() != nil {
 			return
 		}

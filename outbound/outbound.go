@@ -109,28 +109,21 @@ func defaultTransport() *http.Transport {
 	}
 }
 
-// Start creates or updates each route's consumer and starts pulling.
+// Start starts pulling for every route. Each route's consumer is created or
+// updated as soon as JetStream answers (at once, unless an external NATS is
+// down).
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started {
 		return nil
 	}
-	if err := e.broker.EnsureStream(ctx); err != nil {
-		return err
-	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
 	for _, r := range e.routes {
-		cons, err := e.ensureConsumer(ctx, r)
-		if err != nil {
-			cancel()
-			abort()
-			return err
-		}
 		e.pullers.Add(1)
-		go e.pull(pullCtx, roundCtx, r, cons)
+		go e.pull(pullCtx, roundCtx, r)
 	}
 	e.started = true
 	return nil
@@ -158,18 +151,30 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 }
 
 // pull feeds a route's messages to at most Concurrency rounds at a time.
-func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route, cons natsjs.Consumer) {
+func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	defer e.pullers.Done()
 	sem := make(chan struct{}, r.cfg.Concurrency)
+	var cons natsjs.Consumer
 	for pullCtx.Err() == nil {
-		it, err := cons.Messages(natsjs.PullMaxMessages(r.cfg.Concurrency))
+		var it natsjs.MessagesContext
+		var err error
+		if cons == nil {
+			err = e.broker.EnsureStream(pullCtx)
+			if err == nil {
+				cons, err = e.ensureConsumer(pullCtx, r)
+			}
+		}
+		if err == nil {
+			it, err = cons.Messages(natsjs.PullMaxMessages(r.cfg.Concurrency))
+		}
 		if err != nil {
-			e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
-			if !sleep(pullCtx, time.Second) {
+			if pullCtx.Err() != nil {
 				return
 			}
-			if c, err := e.ensureConsumer(pullCtx, r); err == nil {
-				cons = c
+			e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
+			cons = nil
+			if !sleep(pullCtx, time.Second) {
+				return
 			}
 			continue
 		}

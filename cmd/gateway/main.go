@@ -1,34 +1,169 @@
 // Command gateway runs hookgate: webhook intake, dedup and delivery in one
-// binary. Usage: gateway [-config PATH].
+// binary.
+//
+// Usage:
+//
+//	gateway [-config PATH]               run the gateway
+//	gateway check-config [-config PATH]  validate the config; print it resolved, secrets masked
+//	gateway version                      print the version
+//
+// Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
+// while running, 2 for a bad config or bad usage.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/config"
 )
 
-func main() {
-	configPath := flag.String("config", "config.yaml", "path of the YAML config file")
-	flag.Parse()
+const usage = `Usage:
+  gateway [-config PATH]               run the gateway
+  gateway check-config [-config PATH]  validate the config; print it resolved, secrets masked
+  gateway version                      print the version
 
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gateway: %v\n", err)
-		os.Exit(2)
+  -config PATH   the YAML config file (default "config.yaml")
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	configPath := "config.yaml"
+	fs := flagSet("gateway", &configPath, stderr)
+	if fs.Parse(args) != nil {
+		return 2 // the flag package printed the problem and the usage
 	}
-	log := app.NewLogger(os.Stderr, cfg.Log)
+	if fs.NArg() == 0 {
+		return serve(configPath, stderr)
+	}
+	cmd, args := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "check-config":
+		fs := flagSet("gateway check-config", &configPath, stderr)
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if fs.NArg() > 0 {
+			return usageError(stderr, "check-config: unexpected argument %q", fs.Arg(0))
+		}
+		return checkConfig(configPath, stdout, stderr)
+	case "version":
+		if len(args) > 0 {
+			return usageError(stderr, "version: unexpected argument %q", args[0])
+		}
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionString(app.Version, bi))
+		return 0
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	return usageError(stderr, "unknown command %q", cmd)
+}
+
+func flagSet(name string, configPath *string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(configPath, "config", *configPath, "path of the YAML config file")
+	return fs
+}
+
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "gateway: "+format+"\n", args...)
+	fmt.Fprint(stderr, usage)
+	return 2
+}
+
+// printError writes err to stderr, one line per problem of a joined error.
+func printError(stderr io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "gateway: %s\n", line)
+	}
+}
+
+// serve runs the gateway until SIGINT or SIGTERM; a second signal exits at
+// once.
+func serve(configPath string, stderr io.Writer) int {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		printError(stderr, err)
+		return 2
+	}
+	log := app.NewLogger(stderr, cfg.Log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second signal exits at once
 	if err := app.Run(ctx, cfg, log); err != nil {
 		log.Error("gateway failed", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// checkConfig loads the config and prints it resolved, secrets masked.
+func checkConfig(configPath string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		printError(stderr, err)
+		return 2
+	}
+	var out bytes.Buffer
+	out.WriteString("# valid configuration: defaults applied, ${NAME} expanded, secrets masked\n")
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := errors.Join(enc.Encode(cfg.Masked()), enc.Close()); err != nil {
+		printError(stderr, err)
+		return 1
+	}
+	stdout.Write(out.Bytes())
+	return 0
+}
+
+// versionString is "hookgate VERSION (GOVERSION, OS/ARCH)", VERSION
+// followed by "+REVISION" (12 hex digits, ".dirty" if modified) when the
+// binary was built from a VCS checkout.
+func versionString(version string, bi *debug.BuildInfo) string {
+	if bi != nil {
+		var rev string
+		var dirty bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			sep := "+"
+			if strings.Contains(version, "+") {
+				sep = "."
+			}
+			version += sep + rev[:min(12, len(rev))]
+			if dirty {
+				version += ".dirty"
+			}
+		}
+	}
+	return fmt.Sprintf("hookgate %s (%s, %s/%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

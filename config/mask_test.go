@@ -1,0 +1,285 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const maskTestYAML = `
+nats:
+  url: "nats://alice:natspass_0123456789@n1:4222, nats://natstoken_0123456789@n2:4222,nats://n3:4222"
+sources:
+  - name: stripe
+    verify: stripe
+    secrets: [whsec_stripe_0123456789abcdef, whsec_short]
+  - name: gh
+    verify: github
+    secrets: ["${GH_SECRET}"]
+api:
+  tokens: [apitoken_0123456789abcdef]
+routes:
+  - name: billing
+    sources: [stripe, gh]
+    events: ["invoice.*"]
+    url: https://bob:urlpass_0123456789@billing.internal/hooks?src=hg&api_key=querykey_0123456789#frag
+    secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+    headers:
+      Authorization: Bearer bearer_0123456789abcdef
+      proxy-authorization: Basic cHJveHk6cHJveHlwYXNz
+      Cookie: session=cookie_0123456789
+      X-Api-Key: xapikey_0123456789
+      X-Auth-Token: short
+      X-Client-Secret: clientsecret_0123456789
+      X-DB-PASSWORD: dbpassword_0123456789
+      X-Team: billing
+  - name: plain
+    sources: [gh]
+    url: http://plain.internal/
+`
+
+// maskTestSecrets are the secrets in maskTestYAML (GH_SECRET's value too).
+var maskTestSecrets = []string{
+	"natspass_0123456789", "natstoken_0123456789", "whsec_stripe_0123456789abcdef",
+	"whsec_short", "gh_secret_0123456789", "apitoken_0123456789abcdef", "urlpass_0123456789",
+	"querykey_0123456789", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "bearer_0123456789abcdef",
+	"cHJveHk6cHJveHlwYXNz", "cookie_0123456789", "xapikey_0123456789", "short",
+	"clientsecret_0123456789", "dbpassword_0123456789",
+}
+
+func maskTestConfig(t *testing.T) *Config {
+	t.Helper()
+	c, err := Parse([]byte(maskTestYAML), func(name string) (string, bool) {
+		if name == "GH_SECRET" {
+			return "gh_secret_0123456789", true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestMaskSecret(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"a", "****"},
+		{"whsec_short", "****"},                 // 11
+		{"abcdefghijkl", "abc…(12 chars)"},      // 12: a quarter shown
+		{"abcdefghijklmnop", "abcd…(16 chars)"}, // 16
+		{"whsec_0123456789abcdefgh", "whsec_…(24 chars)"},               // 24
+		{strings.Repeat("x", 100), "xxxxxx…(100 chars)"},                // never more than 6
+		{"ééééééééééééééééééééééééé", "éééééé…(25 chars)"},              // runes, not bytes
+		{"Bearer bearer_0123456789abcdef", "Bearer…(30 chars)"},         // 30
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_…(38 chars)"}, // 38
+	}
+	for _, tt := range tests {
+		if got := MaskSecret(tt.in); got != tt.want {
+			t.Errorf("MaskSecret(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestMaskedLeavesOriginal(t *testing.T) {
+	c := maskTestConfig(t)
+	want := maskTestConfig(t)
+	m := c.Masked()
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("Masked changed its receiver:\n got %+v\nwant %+v", c, want)
+	}
+	// The copy shares nothing: changing it leaves c alone.
+	m.Sources[0].Secrets[0] = "changed"
+	m.API.Tokens[0] = "changed"
+	m.Routes[0].Events[0] = "changed"
+	m.Routes[0].Sources[0] = "changed"
+	m.Routes[0].Schedule[0] = time.Nanosecond
+	m.Routes[0].Headers["X-Team"] = "changed"
+	m.Routes[0].Headers["X-New"] = "new"
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("changing the masked copy changed the original:\n got %+v\nwant %+v", c, want)
+	}
+	if (*Config)(nil).Masked() != nil {
+		t.Error("nil.Masked() != nil")
+	}
+}
+
+func TestMasked(t *testing.T) {
+	m := maskTestConfig(t).Masked()
+	check := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s = %q, want %q", what, got, want)
+		}
+	}
+	check("nats.url", m.NATS.URL, "nats://alice:****@n1:4222, nats://****@n2:4222,nats://n3:4222")
+	check("sources[0].secrets[0]", m.Sources[0].Secrets[0], "whsec_…(29 chars)")
+	check("sources[0].secrets[1] (short)", m.Sources[0].Secrets[1], "****")
+	check("sources[1].secrets[0] (from env)", m.Sources[1].Secrets[0], "gh_se…(20 chars)")
+	check("api.tokens[0]", m.API.Tokens[0], "apitok…(25 chars)")
+	r := m.Routes[0]
+	check("routes[0].url", r.URL, "https://bob:****@billing.internal/hooks?src=hg&api_key=****#frag")
+	check("routes[0].secret", r.Secret, "whsec_…(38 chars)")
+	check("Authorization", r.Headers["Authorization"], "Bearer…(30 chars)")
+	check("proxy-authorization", r.Headers["proxy-authorization"], "Basic …(26 chars)")
+	check("Cookie", r.Headers["Cookie"], "sessio…(25 chars)")
+	check("X-Api-Key", r.Headers["X-Api-Key"], "xapi…(18 chars)")
+	check("X-Auth-Token (short)", r.Headers["X-Auth-Token"], "****")
+	check("X-Client-Secret", r.Headers["X-Client-Secret"], "clien…(23 chars)")
+	check("X-DB-PASSWORD", r.Headers["X-DB-PASSWORD"], "dbpas…(21 chars)")
+	check("X-Team (not a secret)", r.Headers["X-Team"], "billing")
+	check("routes[1].url", m.Routes[1].URL, "http://plain.internal/")
+	check("routes[1].secret (empty)", m.Routes[1].Secret, "")
+	check("routes[0].events[0] (not a secret)", r.Events[0], "invoice.*")
+
+	// Nothing else differs.
+	c := maskTestConfig(t)
+	c.NATS.URL, m.NATS.URL = "", ""
+	for i := range c.Sources {
+		c.Sources[i].Secrets, m.Sources[i].Secrets = nil, nil
+	}
+	c.API.Tokens, m.API.Tokens = nil, nil
+	for i := range c.Routes {
+		c.Routes[i].URL, m.Routes[i].URL = "", ""
+		c.Routes[i].Secret, m.Routes[i].Secret = "", ""
+		for name := range c.Routes[i].Headers {
+			if secretName(name) {
+				delete(c.Routes[i].Headers, name)
+				delete(m.Routes[i].Headers, name)
+			}
+		}
+	}
+	if !reflect.DeepEqual(c, m) {
+		t.Errorf("Masked changed more than the secrets:\n got %+v\nwant %+v", m, c)
+	}
+
+	out, err := yaml.Marshal(maskTestConfig(t).Masked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range maskTestSecrets {
+		// Secrets of 12 characters or more show at most their first 6.
+		if strings.Contains(string(out), s) {
+			t.Errorf("masked YAML contains the secret %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestMaskURL(t *testing.T) {
+	tests := []struct {
+		in          string
+		userIsToken bool
+		want        string
+	}{
+		{"nats://u:p@h:4222", true, "nats://u:****@h:4222"},
+		{"nats://tok@h:4222", true, "nats://****@h:4222"},
+		{"nats://h:4222", true, "nats://h:4222"},
+		{"u:p@h:4222", true, "u:****@h:4222"}, // no scheme
+		{"nats://u:@h", true, "nats://u:@h"},  // empty password: nothing to hide
+		{"nats://u:p@ss@h", true, "nats://u:****@h"},
+		{"https://user@h/p", false, "https://user@h/p"},
+		{"https://h/p@x?a=1", false, "https://h/p@x?a=1"}, // '@' in the path is not userinfo
+		{"https://h/p?Token=abc&x=1&access%5Ftoken=def&password=&key", false, "https://h/p?Token=****&x=1&access%5Ftoken=****&password=&key"},
+		{"https://h/?sig=1#token=x", false, "https://h/?sig=1#token=x"},
+		{"", false, ""},
+	}
+	for _, tt := range tests {
+		if got := maskURL(tt.in, tt.userIsToken); got != tt.want {
+			t.Errorf("maskURL(%q, %v) = %q, want %q", tt.in, tt.userIsToken, got, tt.want)
+		}
+	}
+}
+
+func TestSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"Authorization": true, "proxy-authorization": true, "COOKIE": true,
+		"X-Api-Key": true, "X-Auth-Token": true, "Client-Secret": true, "X-Password": true,
+		"X-Team": false, "Content-Type": false, "X-Authorization-Hint": false, "Set-Cookie": false,
+	} {
+		if got := secretName(name); got != want {
+			t.Errorf("secretName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestMarshalYAML(t *testing.T) {
+	c := maskTestConfig(t)
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, want := range []string{
+		"listen: 127.0.0.1:8080\n", "shutdown_timeout: 20s\n", "duplicate_window: 2m\n",
+		"schedule: [1m, 5m, 30m, 1h, 2h, 4h, 8h, 12h, 12h, 12h, 12h, 12h]\n",
+		"X-Team: billing\n", "events: []\n", "headers: {}\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "hmac:") {
+		t.Errorf("output has the unused hmac mappings:\n%s", s)
+	}
+	if !strings.HasPrefix(s, "listen:") || !strings.Contains(s, "\ndata_dir:") {
+		t.Errorf("keys not in field order:\n%s", s)
+	}
+	back := marshalRoundTrip(t, c)
+	if !reflect.DeepEqual(back.Routes[0].Schedule, c.Routes[0].Schedule) || back.NATS != c.NATS || back.Sources[0].Secrets[0] != c.Sources[0].Secrets[0] {
+		t.Errorf("round trip changed values")
+	}
+}
+
+// The example with every key set survives a round trip too.
+func TestMarshalYAMLFullExample(t *testing.T) {
+	data, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data, func(name string) (string, bool) { return name + "_value_0123456789", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	marshalRoundTrip(t, c)
+}
+
+// marshalRoundTrip checks that Parse reads yaml.Marshal(c) back to c
+// (compared through a second yaml.Marshal) and returns what it read.
+func marshalRoundTrip(t *testing.T, c *Config) *Config {
+	t.Helper()
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(out, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("Parse(output): %v\n%s", err, out)
+	}
+	again, err := yaml.Marshal(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again) != string(out) {
+		t.Errorf("round trip differs:\n%s\nthen\n%s", out, again)
+	}
+	return back
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", time.Second: "1s", 5 * time.Minute: "5m", 90 * time.Minute: "1h30m",
+		2 * time.Hour: "2h", 100 * time.Millisecond: "100ms", time.Hour + time.Second: "1h0m1s",
+		90 * time.Second: "1m30s", 1500 * time.Millisecond: "1.5s", -5 * time.Minute: "-5m",
+	} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(want); err != nil || back != d {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", want, back, err, d)
+		}
+	}
+}
