@@ -22,12 +22,58 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown. Default 20s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
-	Log     Log      `yaml:"log"`
-	NATS    NATS     `yaml:"nats"`
-	Store   Store    `yaml:"store"`
-	Sources []Source `yaml:"sources"`
-	API     API      `yaml:"api"`
-	Routes  []Route  `yaml:"routes"`
+	Log       Log       `yaml:"log"`
+	NATS      NATS      `yaml:"nats"`
+	Store     Store     `yaml:"store"`
+	Sources   []Source  `yaml:"sources"`
+	API       API       `yaml:"api"`
+	Routes    []Route   `yaml:"routes"`
+	Tasks     Tasks     `yaml:"tasks"`
+	Retention Retention `yaml:"retention"`
+	Metrics   Metrics   `yaml:"metrics"`
+}
+
+// Tasks configures POST /v1/tasks, the task-forwarding API.
+type Tasks struct {
+	// Secret is a Standard Webhooks secret signing task deliveries.
+	// Empty: unsigned.
+	Secret string `yaml:"secret"`
+	// Allow lists hosts ("billing.internal", "*.corp"), IPs or CIDRs that
+	// task URLs may reach although private, loopback or link-local.
+	Allow []string `yaml:"allow"`
+	// KeyTTL is how long an Idempotency-Key is remembered. Default 24h.
+	KeyTTL time.Duration `yaml:"key_ttl"`
+	// Timeout per attempt. Default 15s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Concurrency is the most task attempts in flight. Default 16.
+	Concurrency int `yaml:"concurrency"`
+	// Retries, RetryWaitMin, RetryWaitMax and Schedule are as on a route.
+	// Defaults 2, 1s, 30s and the route default schedule.
+	Retries      int             `yaml:"retries"`
+	RetryWaitMin time.Duration   `yaml:"retry_wait_min"`
+	RetryWaitMax time.Duration   `yaml:"retry_wait_max"`
+	Schedule     []time.Duration `yaml:"schedule"`
+	// MaxBody is the largest task request accepted, in bytes. Default 1048576.
+	MaxBody int `yaml:"max_body"`
+}
+
+// Retention bounds how long records are kept; pruning runs in the
+// background in small batches.
+type Retention struct {
+	// Events is how long inbound events (the dedup records) are kept once
+	// every route finished with them. Default 720h (30 days), longer than
+	// any provider's retry window.
+	Events time.Duration `yaml:"events"`
+	// Attempts is how long attempt records are kept. Default 720h.
+	Attempts time.Duration `yaml:"attempts"`
+	// Interval between pruning passes. Default 1m.
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Metrics configures GET /metrics.
+type Metrics struct {
+	// Token, if set, must be sent as a bearer token to read /metrics.
+	Token string `yaml:"token"`
 }
 
 // Log configures the process logger.
@@ -153,6 +199,11 @@ type Route struct {
 	// Retries is the number of quick in-process retries per delivery round.
 	// Default 2; an explicit 0 disables them.
 	Retries int `yaml:"retries"`
+	// BreakerThreshold is the run of consecutive failed rounds after which
+	// the route is paused for BreakerCooldown, then probed with one
+	// delivery. Default 10; 0 disables the breaker.
+	BreakerThreshold int           `yaml:"breaker_threshold"`
+	BreakerCooldown  time.Duration `yaml:"breaker_cooldown"`
 	// RetryWaitMin and RetryWaitMax bound the jittered backoff between quick
 	// retries. RetryWaitMax also caps a downstream's Retry-After, so it
 	// cannot park a worker. Defaults 1s and 30s.

@@ -8,27 +8,34 @@ import (
 
 // Defaults, as stated on the fields of Config.
 const (
-	DefaultListen          = "127.0.0.1:8080"
-	DefaultDataDir         = "./data"
-	DefaultShutdownTimeout = 20 * time.Second
-	DefaultLogLevel        = "info"
-	DefaultLogFormat       = "text"
-	DefaultStream          = "HOOKGATE_EVENTS"
-	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultSyncInterval    = 2 * time.Minute
-	DefaultReplicas        = 1
-	DefaultConnectTimeout  = 10 * time.Second
-	DefaultBatchMax        = 512
-	DefaultReaders         = 4
-	DefaultTolerance       = 5 * time.Minute
-	DefaultMaxBody         = 1 << 20
-	DefaultHMACAlgorithm   = "sha256"
-	DefaultHMACEncoding    = "hex"
-	DefaultRouteTimeout    = 15 * time.Second
-	DefaultConcurrency     = 8
-	DefaultRetries         = 2
-	DefaultRetryWaitMin    = time.Second
-	DefaultRetryWaitMax    = 30 * time.Second
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultDataDir           = "./data"
+	DefaultShutdownTimeout   = 20 * time.Second
+	DefaultLogLevel          = "info"
+	DefaultLogFormat         = "text"
+	DefaultStream            = "HOOKGATE_EVENTS"
+	DefaultDuplicateWindow   = 2 * time.Minute
+	DefaultSyncInterval      = 2 * time.Minute
+	DefaultReplicas          = 1
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultBatchMax          = 512
+	DefaultReaders           = 4
+	DefaultTolerance         = 5 * time.Minute
+	DefaultMaxBody           = 1 << 20
+	DefaultHMACAlgorithm     = "sha256"
+	DefaultHMACEncoding      = "hex"
+	DefaultRouteTimeout      = 15 * time.Second
+	DefaultConcurrency       = 8
+	DefaultRetries           = 2
+	DefaultRetryWaitMin      = time.Second
+	DefaultBreakerThreshold  = 10
+	DefaultBreakerCooldown   = 30 * time.Second
+	DefaultKeyTTL            = 24 * time.Hour
+	DefaultTaskConcurrency   = 16
+	DefaultRetentionEvents   = 30 * 24 * time.Hour
+	DefaultRetentionAttempts = 30 * 24 * time.Hour
+	DefaultRetentionInterval = time.Minute
+	DefaultRetryWaitMax      = 30 * time.Second
 )
 
 // DefaultSchedule returns a new copy of the default long retry schedule:
@@ -115,8 +122,26 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 		num(&r.Retries, p+"retries", DefaultRetries)
 		dur(&r.RetryWaitMin, p+"retry_wait_min", DefaultRetryWaitMin)
 		dur(&r.RetryWaitMax, p+"retry_wait_max", DefaultRetryWaitMax)
+		num(&r.BreakerThreshold, p+"breaker_threshold", DefaultBreakerThreshold)
+		dur(&r.BreakerCooldown, p+"breaker_cooldown", DefaultBreakerCooldown)
 		if !set(p + "schedule") {
 			r.Schedule = DefaultSchedule()
 		}
 	}
+
+	t := &c.Tasks
+	dur(&t.KeyTTL, "tasks.key_ttl", DefaultKeyTTL)
+	dur(&t.Timeout, "tasks.timeout", DefaultRouteTimeout)
+	num(&t.Concurrency, "tasks.concurrency", DefaultTaskConcurrency)
+	num(&t.Retries, "tasks.retries", DefaultRetries)
+	dur(&t.RetryWaitMin, "tasks.retry_wait_min", DefaultRetryWaitMin)
+	dur(&t.RetryWaitMax, "tasks.retry_wait_max", DefaultRetryWaitMax)
+	num(&t.MaxBody, "tasks.max_body", DefaultMaxBody)
+	if !set("tasks.schedule") {
+		t.Schedule = DefaultSchedule()
+	}
+
+	dur(&c.Retention.Events, "retention.events", DefaultRetentionEvents)
+	dur(&c.Retention.Attempts, "retention.attempts", DefaultRetentionAttempts)
+	dur(&c.Retention.Interval, "retention.interval", DefaultRetentionInterval)
 }

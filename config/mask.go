@@ -35,6 +35,8 @@ func (c *Config) Masked() *Config {
 		maskAll(m.Sources[i].Secrets)
 	}
 	maskAll(m.API.Tokens)
+	m.Tasks.Secret = MaskSecret(m.Tasks.Secret)
+	m.Metrics.Token = MaskSecret(m.Metrics.Token)
 	for i := range m.Routes {
 		r := &m.Routes[i]
 		r.Secret = MaskSecret(r.Secret)

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/signature"
 )
 
@@ -85,7 +86,56 @@ func (c *Config) validate(set func(path string) bool) error {
 		}
 	}
 	c.validateRoutes(v)
+	c.validateTasks(v)
+	v.positiveDuration("retention.events", c.Retention.Events)
+	v.positiveDuration("retention.attempts", c.Retention.Attempts)
+	v.positiveDuration("retention.interval", c.Retention.Interval)
+	if tok := c.Metrics.Token; tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
+		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
+	}
 	return errors.Join(v.errs...)
+}
+
+func (c *Config) validateTasks(v *validator) {
+	t := &c.Tasks
+	if t.Secret != "" {
+		if _, err := signature.DecodeStandardSecret(t.Secret); err != nil {
+			v.errorf("tasks.secret", "invalid standard webhooks secret: %v", err)
+		}
+	}
+	if _, err := egress.New(t.Allow); err != nil {
+		var ee *egress.EntryError
+		for _, e := range unjoin(err) {
+			if errors.As(e, &ee) {
+				v.errorf(fmt.Sprintf("tasks.allow[%d]", ee.Index), "%s", ee.Reason)
+			} else {
+				v.errorf("tasks.allow", "%v", e)
+			}
+		}
+	}
+	v.positiveDuration("tasks.key_ttl", t.KeyTTL)
+	v.positiveDuration("tasks.timeout", t.Timeout)
+	v.positiveInt("tasks.concurrency", t.Concurrency)
+	v.positiveInt("tasks.max_body", t.MaxBody)
+	if t.Retries < 0 {
+		v.errorf("tasks.retries", "must be >= 0, got %d", t.Retries)
+	}
+	v.positiveDuration("tasks.retry_wait_min", t.RetryWaitMin)
+	v.positiveDuration("tasks.retry_wait_max", t.RetryWaitMax)
+	if len(t.Schedule) == 0 {
+		v.errorf("tasks.schedule", "must not be empty (leave it out for the default)")
+	}
+	for j, d := range t.Schedule {
+		v.positiveDuration(fmt.Sprintf("tasks.schedule[%d]", j), d)
+	}
+}
+
+// unjoin splits an errors.Join error into its parts.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func validPort(s string) bool {
@@ -328,6 +378,10 @@ func (c *Config) validateRoutes(v *validator) {
 		if r.Retries < 0 {
 			v.errorf(p+".retries", "must be >= 0, got %d", r.Retries)
 		}
+		if r.BreakerThreshold < 0 {
+			v.errorf(p+".breaker_threshold", "must be >= 0 (0: no breaker), got %d", r.BreakerThreshold)
+		}
+		v.positiveDuration(p+".breaker_cooldown", r.BreakerCooldown)
 		v.positiveDuration(p+".retry_wait_min", r.RetryWaitMin)
 		v.positiveDuration(p+".retry_wait_max", r.RetryWaitMax)
 		if r.RetryWaitMin > r.RetryWaitMax {
