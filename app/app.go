@@ -17,11 +17,13 @@ import (
 
 	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/inbound"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
+	"github.com/hookgate/hookgate/tasks"
 )
 
 // Version is the gateway's version, set at build time with
@@ -35,14 +37,17 @@ type App struct {
 
 	Registry *prometheus.Registry
 
-	store   *store.Store
-	broker  *jetstream.Broker
-	relay   *jetstream.Relay
-	engine  *outbound.Engine
-	inbound *inbound.Handler
-	http    *fiber.App
-	ln      net.Listener
-	served  chan error
+	store  *store.Store
+	broker *jetstream.Broker
+	relay  *jetstream.Relay
+	engine *outbound.Engine
+	egress *egress.Policy
+
+	egressOptions []egress.Option // for tests: a resolver
+	inbound       *inbound.Handler
+	http          *fiber.App
+	ln            net.Listener
+	served        chan error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -51,6 +56,13 @@ type App struct {
 // New returns an App for cfg; Start runs it.
 func New(cfg *config.Config, log *slog.Logger) *App {
 	return &App{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+}
+
+// WithEgressOptions sets options of the task egress policy (tests use it to
+// inject a resolver). Call before Start.
+func (a *App) WithEgressOptions(opts ...egress.Option) *App {
+	a.egressOptions = opts
+	return a
 }
 
 // Run starts the gateway, serves until ctx is done, then stops it within
@@ -141,9 +153,16 @@ func (a *App) connectBroker(ctx context.Context) error {
 }
 
 func (a *App) buildEngine(ctx context.Context) error {
+	policy, err := egress.New(a.cfg.Tasks.Allow, a.egressOptions...)
+	if err != nil {
+		return fmt.Errorf("tasks.allow: %w", err)
+	}
+	a.egress = policy
 	e, err := outbound.New(a.cfg.Routes, a.store, a.broker, outbound.Config{
-		UserAgent: "hookgate/" + Version,
-		Metrics:   outbound.NewMetrics(a.Registry),
+		UserAgent:     "hookgate/" + Version,
+		Metrics:       outbound.NewMetrics(a.Registry),
+		Tasks:         &a.cfg.Tasks,
+		TaskTransport: policy.Transport(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
 		return err
@@ -190,7 +209,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.http = fiber.New(fiber.Config{
 		AppName:               "hookgate",
 		DisableStartupMessage: true,
-		BodyLimit:             h.MaxBody() + 1, // each source checks its own limit
+		BodyLimit:             max(h.MaxBody(), a.cfg.Tasks.MaxBody) + 1, // each endpoint checks its own limit
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          30 * time.Second,
 		IdleTimeout:           120 * time.Second,
@@ -198,6 +217,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	})
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
+	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	a.http.Use(func(c *fiber.Ctx) error {
 		return httperror.New(fiber.StatusNotFound, "not_found", "no such endpoint")
 	})

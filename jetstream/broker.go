@@ -20,11 +20,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/store"
 )
 
 // SubjectPrefix is the first token of every inbound event subject:
 // webhooks.<source>.<event type tokens>.
 const SubjectPrefix = "webhooks"
+
+// TaskSubjectPrefix is the first token of task subjects: tasks.<type>.
+const TaskSubjectPrefix = "tasks"
 
 // Config configures Connect. See config.NATS for the defaults.
 type Config struct {
@@ -175,7 +180,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	}
 	sc := natsjs.StreamConfig{
 		Name:       b.cfg.Stream,
-		Subjects:   []string{SubjectPrefix + ".>"},
+		Subjects:   []string{SubjectPrefix + ".>", TaskSubjectPrefix + ".>"},
 		Storage:    natsjs.FileStorage,
 		Retention:  natsjs.LimitsPolicy,
 		Duplicates: b.cfg.DuplicateWindow,
@@ -223,12 +228,18 @@ func (b *Broker) Close() {
 // dot-separated part of the type made a valid subject token ('_' for an
 // empty type or part; characters other than letters, digits, '-' and '_'
 // become '_').
+//
+// Tasks (source store.TaskSource) go to tasks.<type> instead.
 func Subject(source, eventType string) string {
 	var sb strings.Builder
 	sb.Grow(len(SubjectPrefix) + len(source) + len(eventType) + 3)
-	sb.WriteString(SubjectPrefix)
-	sb.WriteByte('.')
-	sb.WriteString(source)
+	if source == store.TaskSource {
+		sb.WriteString(TaskSubjectPrefix)
+	} else {
+		sb.WriteString(SubjectPrefix)
+		sb.WriteByte('.')
+		sb.WriteString(source)
+	}
 	sb.WriteByte('.')
 	if eventType == "" {
 		sb.WriteByte('_')

@@ -85,6 +85,7 @@ func TestSubject(t *testing.T) {
 		{"x", "a..b.", "webhooks.x.a._.b._"},
 		{"x", ".lead", "webhooks.x._.lead"},
 		{"x", "ünï", "webhooks.x.__n__"},
+		{"_task", "task", "tasks.task"},
 	}
 	for _, tt := range tests {
 		if got := Subject(tt.source, tt.typ); got != tt.want {

@@ -122,12 +122,22 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev *store.D
 		d.NextAttemptAt = prev.NextAttemptAt
 	}
 
-	req, err := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), http.MethodPost, r.cfg.URL, ev.body)
+	url, method := r.cfg.URL, http.MethodPost
+	if ev.url != "" {
+		url = ev.url
+	}
+	if ev.method != "" {
+		method = ev.method
+	}
+	req, err := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), method, url, ev.body)
 	if err != nil {
 		e.log.Error("cannot build request", "route", r.cfg.Name, "err", err)
 		return nil
 	}
 	h := req.Header
+	for k, v := range ev.headers {
+		h.Set(k, v)
+	}
 	for k, v := range r.cfg.Headers {
 		h.Set(k, v)
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	Transport http.RoundTripper
 	// Metrics, if set, counts deliveries.
 	Metrics *Metrics
+	// Tasks, if set, adds the task route (TaskRoute), whose requests go
+	// through TaskTransport (the egress policy's).
+	Tasks         *config.Tasks
+	TaskTransport http.RoundTripper
 }
 
 // Engine runs the consumers of every route.
@@ -93,6 +97,14 @@ func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *
 		e.routes = append(e.routes, r)
 		e.byName[rc.Name] = r
 	}
+	if cfg.Tasks != nil {
+		r, err := newTaskRoute(*cfg.Tasks, cfg.TaskTransport)
+		if err != nil {
+			return nil, err
+		}
+		e.routes = append(e.routes, r)
+		e.byName[TaskRoute] = r
+	}
 	return e, nil
 }
 
@@ -130,14 +142,10 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer, error) {
-	subjects := make([]string, 0, len(r.cfg.Sources))
-	for _, s := range r.cfg.Sources {
-		subjects = append(subjects, jetstream.SubjectPrefix+"."+s+".>")
-	}
 	cons, err := e.broker.JetStream().CreateOrUpdateConsumer(ctx, e.broker.Stream(), natsjs.ConsumerConfig{
 		Durable:        r.consumer,
 		Description:    "hookgate route " + r.cfg.Name,
-		FilterSubjects: subjects,
+		FilterSubjects: r.subjects,
 		AckPolicy:      natsjs.AckExplicitPolicy,
 		AckWait:        e.cfg.AckWait,
 		MaxDeliver:     -1,
@@ -248,23 +256,26 @@ func (e *Engine) Stop(ctx context.Context) {
 type envelope struct {
 	source, id, typ, contentType string
 	body                         []byte
+	// A task's own request line and headers; empty for webhooks.
+	url, method string
+	headers     map[string]string
 }
 
-func envelopeOf(msg natsjs.Msg) envelope {
-	h := msg.Headers()
-	return envelope{
-		source:      h.Get(jetstream.HeaderSource),
-		id:          h.Get(jetstream.HeaderEventID),
-		typ:         h.Get(jetstream.HeaderEventType),
-		contentType: h.Get("Content-Type"),
-		body:        msg.Data(),
+// envelopeOf reads an event from a stored event or a message's parts. ok
+// is false for a task whose body is not a task request.
+func envelopeOf(source, id, typ, contentType string, body []byte) (envelope, bool) {
+	if source == store.TaskSource {
+		return taskEnvelope(id, body)
 	}
+	return envelope{source: source, id: id, typ: typ, contentType: contentType, body: body}, true
 }
 
 // handle runs one message of a route: skip, or one round, then ack/nak.
 func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
-	ev := envelopeOf(msg)
-	if ev.source == "" || ev.id == "" {
+	h := msg.Headers()
+	ev, ok := envelopeOf(h.Get(jetstream.HeaderSource), h.Get(jetstream.HeaderEventID),
+		h.Get(jetstream.HeaderEventType), h.Get("Content-Type"), msg.Data())
+	if !ok || ev.source == "" || ev.id == "" {
 		e.log.Error("message without event identity; dropped", "route", r.cfg.Name, "subject", msg.Subject())
 		msg.Term()
 		return
@@ -346,7 +357,10 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 		return d, err
 	}
 	d.State = store.StatePending
-	env := envelope{source: ev.Source, id: ev.ID, typ: ev.Type, contentType: ev.ContentType, body: ev.Body}
+	env, ok := envelopeOf(ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
+	if !ok {
+		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	}
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/signature"
 )
 
@@ -23,12 +24,14 @@ type route struct {
 	client   *http.Client
 	limiter  *rate.Limiter // nil: unlimited
 	consumer string        // durable consumer name
+	subjects []string      // the consumer's filter subjects
 }
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
+		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
 	}
 	if rc.Secret != "" {
 		key, err := signature.DecodeStandardSecret(rc.Secret)

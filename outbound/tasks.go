@@ -1,0 +1,51 @@
+package outbound
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/store"
+)
+
+// TaskRoute is the name tasks are delivered under (in deliveries, metrics
+// and Idempotency-Keys). Route names from the configuration cannot start
+// with '_'.
+const TaskRoute = "_tasks"
+
+// newTaskRoute is the route of task deliveries: each task names its own
+// URL; transport enforces the egress policy at dial time.
+func newTaskRoute(tc config.Tasks, transport http.RoundTripper) (*route, error) {
+	r, err := newRoute(config.Route{
+		Name:         TaskRoute,
+		Sources:      []string{store.TaskSource},
+		Secret:       tc.Secret,
+		Timeout:      tc.Timeout,
+		Concurrency:  tc.Concurrency,
+		Retries:      tc.Retries,
+		RetryWaitMin: tc.RetryWaitMin,
+		RetryWaitMax: tc.RetryWaitMax,
+		Schedule:     tc.Schedule,
+	}, transport)
+	if err != nil {
+		return nil, err
+	}
+	r.consumer = "tasks"
+	r.subjects = []string{jetstream.TaskSubjectPrefix + ".>"}
+	return r, nil
+}
+
+// taskEnvelope turns a task event's body (a store.TaskRequest) into what a
+// round sends. ok is false for a body that is not a task request.
+func taskEnvelope(id string, body []byte) (envelope, bool) {
+	var tr store.TaskRequest
+	if err := json.Unmarshal(body, &tr); err != nil || tr.URL == "" {
+		return envelope{}, false
+	}
+	return envelope{
+		source: store.TaskSource, id: id, typ: "task",
+		contentType: tr.ContentType, body: tr.Body,
+		url: tr.URL, method: tr.Method, headers: tr.Headers,
+	}, true
+}

@@ -1,0 +1,377 @@
+// Package tasks serves the task-forwarding API. POST /v1/tasks hands
+// hookgate a request for a downstream URL, with IETF Idempotency-Key
+// semantics (draft-ietf-httpapi-idempotency-key-header, as Stripe behaves);
+// GET /v1/tasks/{id} shows how its delivery stands. A task travels like a
+// webhook: stored in the outbox, published to JetStream, delivered by the
+// outbound engine with the same retries, schedule, records and dead letters.
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/egress"
+	"github.com/hookgate/hookgate/httperror"
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// MaxKeyLen is the longest accepted Idempotency-Key.
+const MaxKeyLen = 255
+
+// abandonAfter is how long a key may stay 'processing' before it is taken
+// for abandoned (the gateway died mid-request) and claimed again.
+const abandonAfter = time.Minute
+
+// Store is what the API needs from the store.
+type Store interface {
+	ClaimKey(ctx context.Context, scope, key, fingerprint string, ttl, abandonAfter time.Duration) (store.KeyOutcome, *store.StoredAnswer, error)
+	ReleaseKey(ctx context.Context, scope, key string) error
+	CreateTask(ctx context.Context, ev *store.Event, scope, key string, status int, response []byte) error
+	TaskScope(ctx context.Context, id string) (string, error)
+	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
+	Delivery(ctx context.Context, route, source, eventID string) (*store.Delivery, error)
+	Attempts(ctx context.Context, deliveryID int64) ([]store.Attempt, error)
+}
+
+// URLChecker vets a task URL at submit time (egress.Policy).
+type URLChecker interface {
+	CheckURL(ctx context.Context, raw string) error
+}
+
+// Handler is the task API.
+type Handler struct {
+	store   Store
+	policy  URLChecker
+	notify  func()
+	keyTTL  time.Duration
+	maxBody int
+	log     *slog.Logger
+	answers *prometheus.CounterVec
+}
+
+// New returns the task API. notify wakes the outbox relay; reg, if set,
+// receives the answer counter.
+func New(cfg config.Tasks, st Store, policy URLChecker, notify func(), reg prometheus.Registerer, log *slog.Logger) *Handler {
+	h := &Handler{store: st, policy: policy, notify: notify, keyTTL: cfg.KeyTTL, maxBody: cfg.MaxBody, log: log,
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_task_requests_total",
+			Help: "Task API answers by outcome (created, replayed, in_flight, mismatch, invalid, refused, unavailable).",
+		}, []string{"outcome"})}
+	if reg != nil {
+		reg.MustRegister(h.answers)
+	}
+	if h.notify == nil {
+		h.notify = func() {}
+	}
+	return h
+}
+
+// Register mounts the API. The caller's /v1 middleware authenticates.
+func (h *Handler) Register(r fiber.Router) {
+	r.Post("/v1/tasks", h.create)
+	r.Get("/v1/tasks/:id", h.get)
+}
+
+// request is the body of POST /v1/tasks.
+type request struct {
+	URL         string            `json:"url"`
+	Method      string            `json:"method"`
+	Headers     map[string]string `json:"headers"`
+	Body        json.RawMessage   `json:"body"`
+	BodyBase64  *string           `json:"body_base64"`
+	ContentType string            `json:"content_type"`
+}
+
+// Task is a task as the API shows it.
+type Task struct {
+	ID             string          `json:"id"`
+	State          string          `json:"state"` // queued, delivering, succeeded, dead
+	URL            string          `json:"url"`
+	Method         string          `json:"method"`
+	CreatedAt      time.Time       `json:"created_at"`
+	DeliveryID     int64           `json:"delivery_id,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Attempts       int             `json:"attempts"`
+	LastStatus     int             `json:"last_status,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	NextAttemptAt  time.Time       `json:"next_attempt_at,omitzero"`
+	AttemptList    []store.Attempt `json:"attempt_list,omitempty"`
+}
+
+func (h *Handler) fail(outcome string, status int, code, msg string) error {
+	h.answers.WithLabelValues(outcome).Inc()
+	return httperror.New(status, code, msg)
+}
+
+func (h *Handler) create(c *fiber.Ctx) error {
+	key := c.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		return h.fail("invalid", http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+	case len(key) > MaxKeyLen || !printable(key):
+		return h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+			fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", MaxKeyLen))
+	}
+	key = strings.Clone(key)
+	if len(c.Body()) > h.maxBody {
+		return h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("body is larger than %d bytes", h.maxBody))
+	}
+	tr, err := parse(c.Body())
+	if err != nil {
+		return h.fail("invalid", err.Status, err.Code, err.Message)
+	}
+	scope := Scope(c.Get(fiber.HeaderAuthorization))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	outcome, ans, cerr := h.store.ClaimKey(ctx, scope, key, fingerprint(tr), h.keyTTL, abandonAfter)
+	if cerr != nil {
+		return h.unavailable(c, cerr)
+	}
+	switch outcome {
+	case store.KeyInFlight:
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return h.fail("in_flight", http.StatusConflict, "idempotency_key_in_flight",
+			"a request with this Idempotency-Key is still being processed; retry later")
+	case store.KeyMismatch:
+		return h.fail("mismatch", http.StatusUnprocessableEntity, "idempotency_key_mismatch",
+			"this Idempotency-Key was used with a different request")
+	case store.KeyReplay:
+		h.answers.WithLabelValues("replayed").Inc()
+		c.Set("Idempotent-Replayed", "true")
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(ans.Status).Send(ans.Response)
+	}
+
+	// The key is ours: vet the destination, then store the task.
+	if err := h.policy.CheckURL(ctx, tr.URL); err != nil {
+		h.release(scope, key)
+		switch {
+		case errors.Is(err, egress.ErrNotAllowed):
+			h.log.Warn("task refused: destination not allowed", "err", err)
+			return h.fail("refused", http.StatusUnprocessableEntity, "destination_not_allowed", err.Error())
+		case errors.Is(err, egress.ErrBadURL):
+			return h.fail("invalid", http.StatusUnprocessableEntity, "invalid_url", err.Error())
+		}
+		return h.fail("refused", http.StatusUnprocessableEntity, "destination_unresolvable", err.Error())
+	}
+	now := time.Now()
+	task := Task{ID: newID(), State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: now.UTC()}
+	task.IdempotencyKey = outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, task.ID)
+	body, _ := json.Marshal(tr)
+	resp, _ := json.Marshal(task)
+	ev := &store.Event{ID: task.ID, Type: "task", ContentType: fiber.MIMEApplicationJSON, Body: body, ReceivedAt: now}
+	if err := h.store.CreateTask(ctx, ev, scope, key, http.StatusAccepted, resp); err != nil {
+		h.release(scope, key)
+		return h.unavailable(c, err)
+	}
+	h.notify()
+	h.answers.WithLabelValues("created").Inc()
+	h.log.Info("task created", "task_id", task.ID, "method", tr.Method, "host", hostOf(tr.URL))
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(http.StatusAccepted).Send(resp)
+}
+
+func (h *Handler) release(scope, key string) {
+	if err := h.store.ReleaseKey(context.Background(), scope, key); err != nil {
+		h.log.Warn("cannot release idempotency key; it expires on its own", "err", err)
+	}
+}
+
+func (h *Handler) unavailable(c *fiber.Ctx, err error) error {
+	h.log.Error("task store unavailable", "err", err)
+	c.Set(fiber.HeaderRetryAfter, "1")
+	return h.fail("unavailable", http.StatusServiceUnavailable, "store_unavailable", "the task could not be stored; retry later")
+}
+
+func (h *Handler) get(c *fiber.Ctx) error {
+	id := c.Params("id")
+	ctx := c.UserContext()
+	scope, err := h.store.TaskScope(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && scope != Scope(c.Get(fiber.HeaderAuthorization))) {
+		return httperror.New(http.StatusNotFound, "not_found", "no such task")
+	}
+	if err != nil {
+		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
+	}
+	ev, err := h.store.GetEvent(ctx, store.TaskSource, id)
+	if err != nil {
+		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
+	}
+	var tr store.TaskRequest
+	json.Unmarshal(ev.Body, &tr)
+	t := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
+		IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
+	d, err := h.store.Delivery(ctx, outbound.TaskRoute, store.TaskSource, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
+	default:
+		t.DeliveryID, t.Attempts, t.LastStatus, t.LastError, t.NextAttemptAt = d.ID, d.Attempts, d.LastStatus, d.LastError, d.NextAttemptAt
+		switch d.State {
+		case store.StateRetrying:
+			t.State = "delivering"
+		case store.StateSucceeded, store.StateDead:
+			t.State = d.State
+		}
+		if t.AttemptList, err = h.store.Attempts(ctx, d.ID); err != nil {
+			return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
+		}
+	}
+	return c.JSON(t)
+}
+
+// Scope is the idempotency scope of a request: a hash of its bearer token.
+func Scope(authorization string) string {
+	sum := sha256.Sum256([]byte(authorization))
+	return hex.EncodeToString(sum[:12])
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "task_" + hex.EncodeToString(b[:])
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// fingerprint is a hash of the canonical request: equal for requests that
+// would make the same task.
+func fingerprint(tr *store.TaskRequest) string {
+	canon, _ := json.Marshal(tr) // map keys are sorted by encoding/json
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+var methods = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "GET": true}
+
+// reserved headers are set by hookgate or by the HTTP client.
+var reserved = map[string]bool{
+	"host": true, "content-length": true, "transfer-encoding": true, "connection": true, "upgrade": true,
+	"te": true, "trailer": true, "keep-alive": true, "proxy-authorization": true, "proxy-connection": true,
+	"idempotency-key": true, "user-agent": true, "webhook-id": true, "webhook-timestamp": true,
+	"webhook-signature": true, "content-type": true,
+}
+
+// parse validates a task request into what is stored.
+func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
+	invalid := func(code, format string, args ...any) *httperror.Error {
+		return httperror.New(http.StatusUnprocessableEntity, code, fmt.Sprintf(format, args...))
+	}
+	var r request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
+		}
+		return nil, invalid("invalid_task", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not one JSON object")
+	}
+	if r.URL == "" {
+		return nil, invalid("invalid_url", "url is required")
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, invalid("invalid_url", "url must be an absolute http:// or https:// URL")
+	}
+	tr := &store.TaskRequest{URL: r.URL, Method: strings.ToUpper(r.Method), ContentType: r.ContentType}
+	if tr.Method == "" {
+		tr.Method = http.MethodPost
+	}
+	if !methods[tr.Method] {
+		return nil, invalid("invalid_method", "method must be POST, PUT, PATCH, DELETE or GET")
+	}
+	for name, v := range r.Headers {
+		switch {
+		case !validHeaderName(name):
+			return nil, invalid("invalid_header", "header name %q is not valid", name)
+		case reserved[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "x-hookgate-"):
+			return nil, invalid("invalid_header", "header %q is set by hookgate", name)
+		case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }):
+			return nil, invalid("invalid_header", "header %q has control characters", name)
+		}
+	}
+	if len(r.Headers) > 0 {
+		tr.Headers = make(map[string]string, len(r.Headers))
+		for k, v := range r.Headers {
+			tr.Headers[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	hasBody := len(r.Body) > 0 && !bytes.Equal(r.Body, []byte("null"))
+	switch {
+	case hasBody && r.BodyBase64 != nil:
+		return nil, invalid("invalid_task", "body and body_base64 are exclusive")
+	case hasBody:
+		var compact bytes.Buffer
+		json.Compact(&compact, r.Body)
+		tr.Body = compact.Bytes()
+		if tr.ContentType == "" {
+			tr.ContentType = "application/json"
+		}
+	case r.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*r.BodyBase64)
+		if err != nil {
+			return nil, invalid("invalid_task", "body_base64 is not valid base64")
+		}
+		tr.Body = b
+		if tr.ContentType == "" {
+			tr.ContentType = "application/octet-stream"
+		}
+	}
+	if strings.ContainsAny(tr.ContentType, "\r\n") {
+		return nil, invalid("invalid_task", "content_type has control characters")
+	}
+	return tr, nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

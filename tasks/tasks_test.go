@@ -1,0 +1,412 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/egress"
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+const (
+	token      = "task-token-0123456789abcdef"
+	otherToken = "other-token-0123456789abcdef"
+	taskSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+)
+
+// resolver answers from a table; a name's answers are used in turn (the
+// last one repeats), and a name listed in block waits for release.
+type resolver struct {
+	mu      sync.Mutex
+	answers map[string][]string
+	calls   map[string]int
+	block   map[string]chan struct{}
+}
+
+func (r *resolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	ch := r.block[host]
+	as := r.answers[host]
+	n := r.calls[host]
+	r.calls[host]++
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if len(as) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []netip.Addr{netip.MustParseAddr(as[min(n, len(as)-1)])}, nil
+}
+
+type harness struct {
+	*app.App
+	cfg *config.Config
+	res *resolver
+}
+
+// start runs a gateway whose tasks section gets extra lines; allowList
+// is tasks.allow.
+func start(t *testing.T, extra string) *harness {
+	return startAllow(t, "[127.0.0.1, allowed.test]", extra)
+}
+
+func startAllow(t *testing.T, allowList, extra string) *harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+api: {tokens: [%q, %q]}
+sources: [{name: s, verify: none, id_field: id}]
+tasks:
+  secret: %q
+  retries: 1
+  retry_wait_min: 5ms
+  retry_wait_max: 20ms
+  schedule: [20ms, 20ms]
+  allow: %s
+%s`, t.TempDir(), token, otherToken, taskSecret, allowList, extra)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{cfg: cfg, res: &resolver{answers: map[string][]string{
+		"allowed.test": {"127.0.0.1"},
+		"public.test":  {"93.184.216.34"},
+		"private.test": {"10.1.2.3"},
+		"rebind.test":  {"93.184.216.34", "127.0.0.1"},
+	}, calls: map[string]int{}, block: map[string]chan struct{}{}}}
+	h.restart(t)
+	return h
+}
+
+func (h *harness) restart(t *testing.T) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a := app.New(h.cfg, log).WithEgressOptions(egress.WithResolver(h.res))
+	if err := a.Start(context.Background()); err != nil {
+		a.Stop(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Stop(context.Background()) })
+	h.App = a
+}
+
+type answer struct {
+	status   int
+	replayed bool
+	body     map[string]any
+	raw      string
+}
+
+func (a answer) code() string {
+	e, _ := a.body["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func (h *harness) do(t *testing.T, method, path, tok, key, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+h.Addr()+path, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", raw: string(raw)}
+	json.Unmarshal(raw, &a.body)
+	return a
+}
+
+func (h *harness) submit(t *testing.T, key, body string) answer {
+	t.Helper()
+	return h.do(t, http.MethodPost, "/v1/tasks", token, key, body)
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAnswers(t *testing.T) {
+	h := start(t, "")
+	body := `{"url":"http://public.test/hook","body":{"a":1}}`
+	tests := []struct {
+		name, tok, key, body string
+		status               int
+		code                 string
+	}{
+		{"no token", "", "k1", body, 401, "unauthorized"},
+		{"bad token", "nope-nope-nope-nope-nope", "k1", body, 401, "unauthorized"},
+		{"no key", token, "", body, 400, "missing_idempotency_key"},
+		{"long key", token, strings.Repeat("k", 256), body, 400, "invalid_idempotency_key"},
+		{"malformed json", token, "k1", `{"url":`, 400, "malformed_json"},
+		{"unknown field", token, "k1", `{"url":"http://public.test/","bogus":1}`, 422, "invalid_task"},
+		{"no url", token, "k1", `{"body":{}}`, 422, "invalid_url"},
+		{"ftp url", token, "k1", `{"url":"ftp://public.test/x"}`, 422, "invalid_url"},
+		{"bad method", token, "k1", `{"url":"http://public.test/","method":"CONNECT"}`, 422, "invalid_method"},
+		{"bad header name", token, "k1", `{"url":"http://public.test/","headers":{"a b":"c"}}`, 422, "invalid_header"},
+		{"header with newline", token, "k1", `{"url":"http://public.test/","headers":{"X-A":"b\r\nX-Evil: 1"}}`, 422, "invalid_header"},
+		{"reserved header", token, "k1", `{"url":"http://public.test/","headers":{"Host":"x"}}`, 422, "invalid_header"},
+		{"both bodies", token, "k1", `{"url":"http://public.test/","body":1,"body_base64":"AA=="}`, 422, "invalid_task"},
+		{"bad base64", token, "k1", `{"url":"http://public.test/","body_base64":"!!"}`, 422, "invalid_task"},
+		{"loopback", token, "k1", `{"url":"http://127.0.0.2/"}`, 422, "destination_not_allowed"},
+		{"private by name", token, "k1", `{"url":"http://private.test/"}`, 422, "destination_not_allowed"},
+		{"metadata", token, "k1", `{"url":"http://169.254.169.254/latest/meta-data/"}`, 422, "destination_not_allowed"},
+		{"mapped loopback", token, "k1", `{"url":"http://[::ffff:127.0.0.3]/"}`, 422, "destination_not_allowed"},
+		{"unresolvable", token, "k1", `{"url":"http://nowhere.test/"}`, 422, "destination_unresolvable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := h.do(t, http.MethodPost, "/v1/tasks", tt.tok, tt.key, tt.body)
+			if a.status != tt.status || a.code() != tt.code {
+				t.Fatalf("got %d %q (%s), want %d %q", a.status, a.code(), a.raw, tt.status, tt.code)
+			}
+		})
+	}
+
+	// Refused requests did not consume the key: it still makes a task.
+	first := h.submit(t, "k1", body)
+	if first.status != 202 || first.replayed || !strings.HasPrefix(fmt.Sprint(first.body["id"]), "task_") {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	again := h.submit(t, "k1", body)
+	if again.status != 202 || !again.replayed || again.raw != first.raw {
+		t.Fatalf("replay: %d replayed=%v %s, want the first answer again", again.status, again.replayed, again.raw)
+	}
+	// Equivalent JSON (spacing) is the same request.
+	same := h.submit(t, "k1", `{ "body" : { "a" : 1 }, "url" : "http://public.test/hook" }`)
+	if !same.replayed || same.raw != first.raw {
+		t.Fatalf("equivalent request: %d replayed=%v %s", same.status, same.replayed, same.raw)
+	}
+	mismatch := h.submit(t, "k1", `{"url":"http://public.test/other"}`)
+	if mismatch.status != 422 || mismatch.code() != "idempotency_key_mismatch" {
+		t.Fatalf("mismatch: %d %s", mismatch.status, mismatch.raw)
+	}
+	other := h.do(t, http.MethodPost, "/v1/tasks", otherToken, "k1", body)
+	if other.status != 202 || other.replayed || other.body["id"] == first.body["id"] {
+		t.Fatalf("another token's key k1: %d %s, want a new task", other.status, other.raw)
+	}
+	if a := h.do(t, http.MethodGet, "/v1/tasks/"+fmt.Sprint(first.body["id"]), otherToken, "", ""); a.status != 404 {
+		t.Fatalf("another token read the task: %d", a.status)
+	}
+}
+
+func TestInFlightAndConcurrent(t *testing.T) {
+	h := start(t, "")
+	release := make(chan struct{})
+	h.res.mu.Lock()
+	h.res.block["public.test"] = release
+	h.res.mu.Unlock()
+	body := `{"url":"http://public.test/slow"}`
+	firstDone := make(chan answer)
+	go func() { firstDone <- h.submit(t, "slow-key", body) }()
+	waitFor(t, "the first request to be resolving", func() (bool, string) {
+		h.res.mu.Lock()
+		defer h.res.mu.Unlock()
+		return h.res.calls["public.test"] > 0, ""
+	})
+	a := h.submit(t, "slow-key", body)
+	if a.status != 409 || a.code() != "idempotency_key_in_flight" {
+		t.Fatalf("while in flight: %d %s, want 409", a.status, a.raw)
+	}
+	close(release)
+	if first := <-firstDone; first.status != 202 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+
+	// Many concurrent requests with one key make one task.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ids := map[string]int{}
+	statuses := map[int]int{}
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := h.submit(t, "race-key", `{"url":"http://public.test/race"}`)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[a.status]++
+			if a.status == 202 {
+				ids[fmt.Sprint(a.body["id"])]++
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 1 || statuses[202]+statuses[409] != 20 {
+		t.Fatalf("20 concurrent requests made tasks %v with statuses %v, want one task", ids, statuses)
+	}
+}
+
+func TestReplayAfterRestartAndExpiry(t *testing.T) {
+	h := start(t, "  key_ttl: 1s\n")
+	body := `{"url":"http://public.test/x"}`
+	first := h.submit(t, "key-r", body)
+	if first.status != 202 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	if err := h.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.restart(t)
+	again := h.submit(t, "key-r", body)
+	if !again.replayed || again.raw != first.raw {
+		t.Fatalf("after restart: %d replayed=%v %s", again.status, again.replayed, again.raw)
+	}
+	waitFor(t, "the key to expire", func() (bool, string) {
+		a := h.submit(t, "key-r", body)
+		return a.status == 202 && !a.replayed && a.body["id"] != first.body["id"], a.raw
+	})
+}
+
+func TestDeliveredSignedOnceAndRetried(t *testing.T) {
+	var fail atomic.Int32
+	fail.Store(2)
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies [][]byte
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r)
+		bodies = append(bodies, b)
+		mu.Unlock()
+		if fail.Add(-1) >= 0 {
+			w.WriteHeader(500)
+			return
+		}
+		if r.URL.Path == "/gone" {
+			w.WriteHeader(410)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer ds.Close()
+	port := ds.Listener.Addr().(*net.TCPAddr).Port
+	h := start(t, "")
+	a := h.submit(t, "deliver-1", fmt.Sprintf(
+		`{"url":"http://allowed.test:%d/put","method":"put","headers":{"X-Custom":"yes"},"body_base64":"aGVsbG8=","content_type":"text/plain"}`, port))
+	if a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	id := fmt.Sprint(a.body["id"])
+	var task map[string]any
+	waitFor(t, "task succeeded", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		task = r.body
+		return task["state"] == "succeeded", r.raw
+	})
+	mu.Lock()
+	reqs := append([]*http.Request(nil), got...)
+	bs := append([][]byte(nil), bodies...)
+	mu.Unlock()
+	if len(reqs) != 3 || task["attempts"] != float64(3) {
+		t.Fatalf("downstream saw %d requests, task %v; want 3", len(reqs), task)
+	}
+	wh, _ := standardwebhooks.NewWebhook(taskSecret)
+	key := outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)
+	for i, r := range reqs {
+		if r.Method != "PUT" || r.Header.Get("Idempotency-Key") != key || r.Header.Get("X-Custom") != "yes" ||
+			r.Header.Get("Content-Type") != "text/plain" || string(bs[i]) != "hello" {
+			t.Fatalf("request %d: %s %v %q", i, r.Method, r.Header, bs[i])
+		}
+		if err := wh.Verify(bs[i], r.Header); err != nil {
+			t.Fatalf("request %d signature: %v", i, err)
+		}
+	}
+
+	// A task that dies (410) is sent again by an operator retry, same key.
+	a = h.submit(t, "deliver-2", fmt.Sprintf(`{"url":"http://127.0.0.1:%d/gone"}`, port))
+	id2 := fmt.Sprint(a.body["id"])
+	var dead map[string]any
+	waitFor(t, "task dead", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+id2, token, "", "")
+		dead = r.body
+		return dead["state"] == "dead", r.raw
+	})
+	ds.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r)
+		mu.Unlock()
+		w.WriteHeader(200)
+	})
+	r := h.do(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%v/retry", dead["delivery_id"]), token, "", "")
+	if r.status != 202 {
+		t.Fatalf("retry: %d %s", r.status, r.raw)
+	}
+	waitFor(t, "retried task succeeded", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+id2, token, "", "")
+		return r.body["state"] == "succeeded", r.raw
+	})
+	mu.Lock()
+	last := got[len(got)-1]
+	mu.Unlock()
+	if last.Header.Get("Idempotency-Key") != outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id2) {
+		t.Fatalf("retry key %q", last.Header.Get("Idempotency-Key"))
+	}
+}
+
+// A name that resolved to a public address at submit time and to loopback
+// at dial time is never connected to.
+func TestDNSRebindingRefusedAtDial(t *testing.T) {
+	var hits atomic.Int32
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer ds.Close()
+	port := ds.Listener.Addr().(*net.TCPAddr).Port
+	h := startAllow(t, "[allowed.test]", "")
+	a := h.submit(t, "rebind", fmt.Sprintf(`{"url":"http://rebind.test:%d/"}`, port))
+	if a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	id := fmt.Sprint(a.body["id"])
+	waitFor(t, "a refused attempt", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		return strings.Contains(r.raw, "not allowed"), r.raw
+	})
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the downstream on loopback was reached %d times", n)
+	}
+}
