@@ -26,24 +26,32 @@ type Store interface {
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	Attempts(ctx context.Context, deliveryID int64) ([]store.Attempt, error)
+	EventStore
 }
 
 // Retrier runs a delivery again now.
 type Retrier interface {
 	Retry(ctx context.Context, id int64) (*store.Delivery, error)
+	Replayer
+}
+
+// Engine is what the API asks of the delivery engine.
+type Engine interface {
+	Retrier
+	RouteControl
 }
 
 // Handler is the /v1 API.
 type Handler struct {
 	tokens [][sha256.Size]byte
 	store  Store
-	retry  Retrier
+	engine Engine
 	log    *slog.Logger
 }
 
 // New returns the API. With no tokens every /v1 request is refused.
-func New(tokens []string, st Store, retry Retrier, log *slog.Logger) *Handler {
-	h := &Handler{store: st, retry: retry, log: log}
+func New(tokens []string, st Store, engine Engine, log *slog.Logger) *Handler {
+	h := &Handler{store: st, engine: engine, log: log}
 	for _, t := range tokens {
 		h.tokens = append(h.tokens, sha256.Sum256([]byte(t)))
 	}
@@ -56,6 +64,10 @@ func (h *Handler) Register(app fiber.Router) {
 	v1.Get("/deliveries", h.listDeliveries)
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
+	h.registerEvents(v1)
+	v1.Get("/routes", h.listRoutes)
+	v1.Post("/routes/:name/pause", h.pauseRoute)
+	v1.Post("/routes/:name/resume", h.resumeRoute)
 }
 
 // Authorized reports whether an Authorization header carries a configured
@@ -164,7 +176,7 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 10*time.Second)
 	defer cancel()
-	d, err := h.retry.Retry(ctx, int64(id))
+	d, err := h.engine.Retry(ctx, int64(id))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")

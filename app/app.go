@@ -48,6 +48,7 @@ type App struct {
 	http          *fiber.App
 	ln            net.Listener
 	served        chan error
+	pruner        *store.Pruner
 
 	stopOnce sync.Once
 	stopErr  error
@@ -55,7 +56,7 @@ type App struct {
 
 // New returns an App for cfg; Start runs it.
 func New(cfg *config.Config, log *slog.Logger) *App {
-	return &App{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+	return &App{cfg: cfg, log: log, Registry: newRegistry()}
 }
 
 // WithEgressOptions sets options of the task egress policy (tests use it to
@@ -98,6 +99,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
+		{"start retention", a.startOps},
 		{"start http", a.startHTTP},
 	}
 	for _, s := range steps {
@@ -168,6 +170,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 		return err
 	}
 	a.engine = e
+	a.Registry.MustRegister(e.Collector())
 	return nil
 }
 
@@ -217,6 +220,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	})
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
+	a.registerOps(a.http)
 	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	a.http.Use(func(c *fiber.Ctx) error {
 		return httperror.New(fiber.StatusNotFound, "not_found", "no such endpoint")
@@ -258,6 +262,9 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 		if a.engine != nil {
 			a.engine.Stop(ctx)
+		}
+		if a.pruner != nil {
+			a.pruner.Stop()
 		}
 		if a.relay != nil {
 			a.relay.Stop()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -16,6 +17,8 @@ import (
 
 // maxResponseKept is how much of each response body an attempt records.
 const maxResponseKept = 2 << 10
+
+var responsePool = sync.Pool{New: func() any { return new([maxResponseKept]byte) }}
 
 // roundState collects the attempts of one round for the retryablehttp hooks.
 type roundState struct {
@@ -68,9 +71,14 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 			a.Error = err.Error()
 		} else {
 			a.Status = resp.StatusCode
-			buf := make([]byte, maxResponseKept)
-			n, _ := io.ReadFull(resp.Body, buf)
-			a.Response = buf[:n]
+			// Read into pooled scratch; keep a copy of only what came (most
+			// answers are a few bytes, or none).
+			buf := responsePool.Get().(*[maxResponseKept]byte)
+			n, _ := io.ReadFull(resp.Body, buf[:])
+			if n > 0 {
+				a.Response = append([]byte(nil), buf[:n]...)
+			}
+			responsePool.Put(buf)
 			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 				a.Error = "redirect not followed: " + resp.Header.Get("Location")
 			}

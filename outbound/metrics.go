@@ -1,6 +1,9 @@
 package outbound
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookgate/hookgate/store"
@@ -39,5 +42,37 @@ func (m *Metrics) round(route, outcome string, attempts []store.Attempt) {
 	h := m.attempts.WithLabelValues(route)
 	for _, a := range attempts {
 		h.Observe(a.Duration.Seconds())
+	}
+}
+
+// Collector reports each route's state and backlog at scrape time:
+// hookgate_route_paused (1 while the breaker is open or probing, or an
+// operator paused it) and hookgate_route_backlog.
+func (e *Engine) Collector() prometheus.Collector { return routeCollector{e} }
+
+type routeCollector struct{ e *Engine }
+
+var (
+	routePausedDesc = prometheus.NewDesc("hookgate_route_paused",
+		"1 while a route is paused (breaker open or probing, or paused by an operator).", []string{"route", "state"}, nil)
+	routeBacklogDesc = prometheus.NewDesc("hookgate_route_backlog",
+		"Messages of a route not yet delivered or acknowledged.", []string{"route"}, nil)
+)
+
+func (c routeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- routePausedDesc
+	ch <- routeBacklogDesc
+}
+
+func (c routeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, st := range c.e.Routes(ctx) {
+		paused := 0.0
+		if st.State != RouteActive {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(routePausedDesc, prometheus.GaugeValue, paused, st.Name, st.State)
+		ch <- prometheus.MustNewConstMetric(routeBacklogDesc, prometheus.GaugeValue, float64(st.Backlog), st.Name)
 	}
 }

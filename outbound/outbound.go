@@ -300,6 +300,12 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		return
 	}
 
+	ok, wait := r.breaker.allow(time.Now())
+	if !ok {
+		msg.NakWithDelay(wait) // paused: nothing is attempted
+		return
+	}
+
 	// Keep the message while the round runs.
 	progress := time.NewTicker(max(e.cfg.AckWait/3, 100*time.Millisecond))
 	defer progress.Stop()
@@ -316,6 +322,7 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	}()
 	d := e.round(ctx, r, ev, prev, false)
 	close(roundDone)
+	r.breaker.record(roundSucceeded(d), time.Now())
 	if d == nil {
 		msg.Nak() // stopped mid-round, or the outcome could not be recorded
 		return
@@ -326,6 +333,16 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	default:
 		msg.Ack()
 	}
+}
+
+// roundSucceeded is a round's outcome for the breaker: nil when it says
+// nothing of the downstream's health (cut short, or 410 Gone).
+func roundSucceeded(d *store.Delivery) *bool {
+	if d == nil || (d.State == store.StateDead && d.LastStatus == http.StatusGone) {
+		return nil
+	}
+	ok := d.State == store.StateSucceeded
+	return &ok
 }
 
 // Retry runs a round of a delivery now, in the background, with the same

@@ -117,6 +117,22 @@ func startGateway(t *testing.T, yaml string) *gateway {
 	return restart(t, cfg)
 }
 
+// startGatewayB is startGateway for benchmarks.
+func startGatewayB(b *testing.B, yaml string) *gateway {
+	b.Helper()
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatalf("config: %v", err)
+	}
+	a := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Start(context.Background()); err != nil {
+		a.Stop(context.Background())
+		b.Fatalf("start: %v", err)
+	}
+	b.Cleanup(func() { a.Stop(context.Background()) })
+	return &gateway{App: a, cfg: cfg}
+}
+
 func restart(t *testing.T, cfg *config.Config) *gateway {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -421,10 +437,11 @@ func TestOperatorAPI(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		g.send(t, fmt.Sprintf("evt_%d", i), "invoice.paid")
 	}
-	waitFor(t, "10 deliveries", func() (bool, string) {
-		n := len(ds.succeeded())
-		return n == 10, fmt.Sprint(n)
-	})
+	for i := 0; i < 5; i++ {
+		for _, r := range []string{"r1", "r2"} {
+			g.waitState(t, r, "stripe", fmt.Sprintf("evt_%d", i), store.StateSucceeded)
+		}
+	}
 	if code, _ := g.api(t, http.MethodGet, "/v1/deliveries", ""); code != 401 {
 		t.Fatalf("no token: %d, want 401", code)
 	}

@@ -25,10 +25,12 @@ type route struct {
 	limiter  *rate.Limiter // nil: unlimited
 	consumer string        // durable consumer name
 	subjects []string      // the consumer's filter subjects
+	breaker  *breaker
 }
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
-	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name}
+	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
+		breaker: &breaker{threshold: rc.BreakerThreshold, cooldown: rc.BreakerCooldown}}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")

@@ -22,7 +22,8 @@ type Event struct {
 }
 
 type stmts struct {
-	claim, markPublished *sql.Stmt
+	claim, markPublished           *sql.Stmt
+	savepoint, release, rollbackTo *sql.Stmt
 }
 
 func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -37,11 +38,21 @@ func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	}
 	p.markPublished, err = db.PrepareContext(ctx,
 		`UPDATE events SET published_at = ?, stream_seq = ? WHERE seq = ? AND published_at IS NULL`)
+	if err != nil {
+		return err
+	}
+	if p.savepoint, err = db.PrepareContext(ctx, `SAVEPOINT op`); err != nil {
+		return err
+	}
+	if p.release, err = db.PrepareContext(ctx, `RELEASE op`); err != nil {
+		return err
+	}
+	p.rollbackTo, err = db.PrepareContext(ctx, `ROLLBACK TO op`)
 	return err
 }
 
 func (p *stmts) close() {
-	for _, s := range []*sql.Stmt{p.claim, p.markPublished} {
+	for _, s := range []*sql.Stmt{p.claim, p.markPublished, p.savepoint, p.release, p.rollbackTo} {
 		if s != nil {
 			s.Close()
 		}
@@ -56,15 +67,13 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	if ev.Headers == nil {
 		ev.Headers = []byte("{}")
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		err := tx.Stmt(s.stmts.claim).QueryRow(ev.Source, ev.ID, ev.Type, ev.ContentType,
-			ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()).Scan(&ev.Seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			dup = true
-			return nil
-		}
-		return err
-	})
+	// The writer runs the claim (see commit) and is done with ev when
+	// submit returns: ev's bytes may be reused after Claim.
+	o := getOp()
+	o.claim = ev
+	err = s.submit(ctx, o)
+	dup = o.dup
+	putOp(o)
 	if err != nil {
 		return false, fmt.Errorf("claim %s/%s: %w", ev.Source, ev.ID, err)
 	}

@@ -23,8 +23,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
 //go:embed migrations/*.sql
@@ -53,6 +54,7 @@ type Config struct {
 // Store is the SQLite store. It is safe for concurrent use.
 type Store struct {
 	w, r     *sql.DB
+	ckpt     *sql.DB // the checkpointer's own connection
 	log      *slog.Logger
 	batchMax int
 	onCommit func(int)
@@ -64,14 +66,30 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// The writer wakes the checkpointer after each commit.
+	ckptWake chan struct{}
+	ckptDone chan struct{}
+
 	stmts stmts
 }
 
-// op is one write waiting for the group commit.
+// op is one write waiting for the group commit. Ops are pooled: a write
+// allocates nothing of its own but its closure.
 type op struct {
-	fn   func(*sql.Tx) error
-	err  error
-	done chan struct{}
+	fn    func(*sql.Tx) error
+	claim *Event // set instead of fn: a Claim, one statement, run without a savepoint
+	dup   bool   // Claim's outcome
+	err   error
+	done  chan struct{} // capacity 1: the writer sends once the op is settled
+}
+
+var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
+
+func getOp() *op { return opPool.Get().(*op) }
+
+func putOp(o *op) {
+	*o = op{done: o.done}
+	opPool.Put(o)
 }
 
 // Open opens (creating if needed) and migrates the database at cfg.Path and
@@ -91,7 +109,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 			return nil, fmt.Errorf("store: create directory: %w", err)
 		}
 	}
-	w, err := sql.Open("sqlite3", dsn(cfg.Path, false))
+	w, err := sql.Open(writerDriver, dsn(cfg.Path, false)+"&_cache_size=-16384")
 	if err != nil {
 		return nil, fmt.Errorf("store: open writer: %w", err)
 	}
@@ -110,20 +128,67 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.Readers)
 	r.SetMaxIdleConns(cfg.Readers)
+	ckpt, err := sql.Open("sqlite3", dsn(cfg.Path, false))
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("store: open checkpointer: %w", err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	ckpt.SetMaxIdleConns(1)
+	ckpt.SetConnMaxLifetime(0)
+	ckpt.SetConnMaxIdleTime(0)
 	s := &Store{
-		w: w, r: r, log: log,
+		w: w, r: r, ckpt: ckpt, log: log,
 		batchMax: cfg.BatchMax,
 		onCommit: cfg.OnCommit,
 		ops:      make(chan *op, cfg.BatchMax*4),
 		done:     make(chan struct{}),
+		ckptWake: make(chan struct{}, 1),
+		ckptDone: make(chan struct{}),
 	}
 	if err := s.stmts.prepare(ctx, w); err != nil {
 		s.w.Close()
 		s.r.Close()
+		s.ckpt.Close()
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
 	go s.writer()
+	go s.checkpointer()
 	return s, nil
+}
+
+// writerDriver is the sqlite3 driver of the writer connection: automatic
+// WAL checkpoints are off on it, so a checkpoint (copying the WAL into the
+// database and fsyncing it) never runs inside a group commit, which every
+// waiting request would wait for. The checkpointer runs them beside the
+// writer instead, on its own connection.
+const writerDriver = "sqlite3_hookgate_writer"
+
+func init() {
+	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0", nil)
+			return err
+		},
+	})
+}
+
+// checkpointInterval is the shortest time between two checkpoints; the WAL
+// holds about this much of the write load.
+const checkpointInterval = 200 * time.Millisecond
+
+// checkpointer copies committed WAL frames into the database file after
+// commits (a PASSIVE checkpoint: it never blocks the writer or readers), at
+// most every checkpointInterval.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	for range s.ckptWake {
+		if _, err := s.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+			s.log.Warn("wal checkpoint failed; retrying after the next commit", "err", err)
+		}
+		time.Sleep(checkpointInterval)
+	}
 }
 
 func dsn(path string, readOnly bool) string {
@@ -149,8 +214,10 @@ func (s *Store) Close() error {
 		close(s.ops)
 		s.mu.Unlock()
 		<-s.done
+		close(s.ckptWake)
+		<-s.ckptDone
 		s.stmts.close()
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -159,7 +226,16 @@ func (s *Store) Close() error {
 // transaction committed (or failed). fn runs inside its own savepoint, so its
 // error rolls back only its own changes.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	o := &op{fn: fn, done: make(chan struct{})}
+	o := getOp()
+	o.fn = fn
+	err := s.submit(ctx, o)
+	putOp(o)
+	return err
+}
+
+// submit queues o for the next group commit and returns once it is
+// settled; the caller reads o's outcome, then puts o back.
+func (s *Store) submit(ctx context.Context, o *op) error {
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -167,9 +243,13 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	select {
 	case s.ops <- o:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return ctx.Err()
+	default: // the queue is full: wait for room, as long as ctx lets us
+		select {
+		case s.ops <- o:
+		case <-ctx.Done():
+			s.mu.RUnlock()
+			return ctx.Err()
+		}
 	}
 	s.mu.RUnlock()
 	// Once queued, the op runs even if ctx ends: wait for its outcome so the
@@ -195,38 +275,71 @@ func (s *Store) writer() {
 				break drain
 			}
 		}
+		n := len(batch)
 		err := s.commit(batch)
-		for _, o := range batch {
+		for i, o := range batch {
 			if err != nil && o.err == nil {
 				o.err = err
 			}
-			close(o.done)
+			batch[i] = nil // o is the caller's again once done is sent
+			o.done <- struct{}{}
 		}
-		if err == nil && s.onCommit != nil {
-			s.onCommit(len(batch))
+		if err == nil {
+			select {
+			case s.ckptWake <- struct{}{}:
+			default:
+			}
+			if s.onCommit != nil {
+				s.onCommit(n)
+			}
 		}
 	}
 }
 
 // commit runs a batch in one transaction. A failure of the transaction as a
 // whole is returned (and given to every op); an op's own error stays in o.err.
+//
+// A Claim is one statement, atomic by itself, so it runs without a
+// savepoint (which would copy every page it touches into the statement
+// journal); its failure fails the whole batch, since SQLite may have rolled
+// back the whole transaction (it does on a full disk or an I/O error).
 func (s *Store) commit(batch []*op) error {
 	tx, err := s.w.Begin()
 	if err != nil {
 		return s.unavailable("begin", err)
 	}
+	// Statements bound to tx, made once per batch.
+	var claim, savepoint, release, rollbackTo *sql.Stmt
 	for _, o := range batch {
-		if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+		if ev := o.claim; ev != nil {
+			if claim == nil {
+				claim = tx.Stmt(s.stmts.claim)
+			}
+			err := claim.QueryRow(ev.Source, ev.ID, ev.Type, ev.ContentType,
+				ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()).Scan(&ev.Seq)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				o.dup = true
+			case err != nil:
+				tx.Rollback()
+				return s.unavailable("claim", err)
+			}
+			continue
+		}
+		if savepoint == nil {
+			savepoint, release, rollbackTo = tx.Stmt(s.stmts.savepoint), tx.Stmt(s.stmts.release), tx.Stmt(s.stmts.rollbackTo)
+		}
+		if _, err := savepoint.Exec(); err != nil {
 			tx.Rollback()
 			return s.unavailable("savepoint", err)
 		}
 		if o.err = o.fn(tx); o.err != nil {
-			if _, err := tx.Exec("ROLLBACK TO op"); err != nil {
+			if _, err := rollbackTo.Exec(); err != nil {
 				tx.Rollback()
 				return s.unavailable("rollback to savepoint", err)
 			}
 		}
-		if _, err := tx.Exec("RELEASE op"); err != nil {
+		if _, err := release.Exec(); err != nil {
 			tx.Rollback()
 			return s.unavailable("release savepoint", err)
 		}

@@ -1,0 +1,218 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+// registerOps mounts the operational endpoints, none of which takes the
+// API token: GET /healthz, GET /readyz and GET /metrics (behind
+// metrics.token when set).
+func (a *App) registerOps(r fiber.Router) {
+	ready := &readiness{a: a, probe: &writeProbe{
+		write: func(ctx context.Context) error {
+			return a.store.SetMeta(ctx, "readyz_write_probe", time.Now().UTC().Format(time.RFC3339Nano))
+		},
+		every:   readyWriteEvery,
+		timeout: readyTimeout,
+	}}
+	r.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	r.Get("/readyz", ready.serve)
+	r.Get("/metrics", a.metricsHandler())
+}
+
+// startOps starts what runs beside intake and delivery: the store gauges
+// and the retention pruner.
+func (a *App) startOps(ctx context.Context) error {
+	onPruned := a.registerStoreMetrics()
+	r := a.cfg.Retention
+	a.pruner = store.NewPruner(a.store, store.PrunerConfig{
+		Events:   r.Events,
+		Attempts: r.Attempts,
+		Interval: r.Interval,
+		Keep: func(ev *store.OldEvent) bool {
+			return !a.engine.Finished(ev.Source, ev.Type, ev.Terminal, ev.Open)
+		},
+		OnPruned: onPruned,
+	}, a.log.With("component", "retention"))
+	a.pruner.Start(ctx)
+	return nil
+}
+
+const (
+	// readyWriteEvery is how often /readyz really writes to SQLite; in
+	// between it answers with the last write's outcome.
+	readyWriteEvery = 5 * time.Second
+	// readyTimeout bounds each check.
+	readyTimeout = 2 * time.Second
+)
+
+// check is one line of a /readyz answer.
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// routeState is a route's delivery state in a /readyz answer (detail only:
+// a paused route does not make the gateway unready).
+type routeState struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+type readiness struct {
+	a     *App
+	probe *writeProbe
+}
+
+// serve answers 200 when SQLite takes writes, NATS is connected, the
+// events stream exists and so does every route's consumer; else 503. The
+// body lists every check with the reason of each failure.
+func (r *readiness) serve(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+	defer cancel()
+	checks, routes := r.run(ctx)
+	status, code := "ready", http.StatusOK
+	for _, ch := range checks {
+		if !ch.OK {
+			status, code = "not_ready", http.StatusServiceUnavailable
+			break
+		}
+	}
+	body := fiber.Map{"status": status, "checks": checks}
+	if routes != nil {
+		body["routes"] = routes
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(code).JSON(body)
+}
+
+func (r *readiness) run(ctx context.Context) ([]check, []routeState) {
+	var checks []check
+	add := func(name string, err error) {
+		ch := check{Name: name, OK: err == nil}
+		if err != nil {
+			ch.Reason = err.Error()
+		}
+		checks = append(checks, ch)
+	}
+	a := r.a
+	add("store", r.probe.check(ctx))
+
+	b := a.broker
+	consumers := a.engine.Consumers()
+	names := make([]string, 0, len(consumers))
+	for name := range consumers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	skip := func(streamErr error, why string) {
+		add("stream", streamErr)
+		for _, name := range names {
+			add("consumer "+name, errors.New(why))
+		}
+	}
+	if nc := b.Conn(); nc == nil || !nc.IsConnected() {
+		status := "closed"
+		if nc != nil {
+			status = nc.Status().String()
+		}
+		add("nats", fmt.Errorf("not connected (%s)", status))
+		skip(errors.New("nats not connected"), "nats not connected")
+		return checks, nil
+	}
+	add("nats", nil)
+	stream, err := b.JetStream().Stream(ctx, b.Stream())
+	if err != nil {
+		skip(fmt.Errorf("stream %s: %w", b.Stream(), err), "no stream")
+		return checks, nil
+	}
+	add("stream", nil)
+	present := map[string]bool{}
+	lister := stream.ConsumerNames(ctx)
+	for n := range lister.Name() {
+		present[n] = true
+	}
+	listErr := lister.Err()
+	for _, name := range names {
+		switch {
+		case present[consumers[name]]:
+			add("consumer "+name, nil)
+		case listErr != nil:
+			add("consumer "+name, fmt.Errorf("consumers not listed: %w", listErr))
+		default:
+			add("consumer "+name, fmt.Errorf("consumer %s not found", consumers[name]))
+		}
+	}
+	var routes []routeState
+	for _, st := range a.engine.Routes(ctx) {
+		routes = append(routes, routeState{Name: st.Name, State: st.State})
+	}
+	return checks, routes
+}
+
+// writeProbe checks that SQLite commits a write, through the store's
+// writer: at most one real write per interval, whose outcome answers the
+// checks in between. A write that does not commit within timeout fails the
+// check while it waits.
+type writeProbe struct {
+	write          func(context.Context) error
+	every, timeout time.Duration
+
+	mu      sync.Mutex
+	at      time.Time // when the last write finished
+	err     error     // its outcome
+	running chan struct{}
+	started time.Time
+}
+
+func (p *writeProbe) check(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running == nil && (p.at.IsZero() || time.Since(p.at) >= p.every) {
+		done := make(chan struct{})
+		p.running, p.started = done, time.Now()
+		go func() {
+			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := p.write(wctx)
+			cancel()
+			p.mu.Lock()
+			p.at, p.err, p.running = time.Now(), err, nil
+			p.mu.Unlock()
+			close(done)
+		}()
+	}
+	done, started, last := p.running, p.started, p.err
+	p.mu.Unlock()
+	if done == nil {
+		return wrapStoreErr(last)
+	}
+	t := time.NewTimer(max(p.timeout-time.Since(started), 0))
+	defer t.Stop()
+	select {
+	case <-done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return wrapStoreErr(p.err)
+	case <-t.C:
+		return fmt.Errorf("a test write has not committed after %s", time.Since(started).Round(time.Millisecond))
+	case <-ctx.Done():
+		return fmt.Errorf("a test write has not committed after %s", time.Since(started).Round(time.Millisecond))
+	}
+}
+
+func wrapStoreErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("not writable: %w", err)
+}

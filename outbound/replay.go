@@ -1,0 +1,118 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+// ErrNoRoute is returned by Replay when no configured route takes the
+// event now (or the route asked for does not take it).
+var ErrNoRoute = errors.New("no route takes this event")
+
+// ReplayStore is what Replay needs beyond the engine's Store.
+type ReplayStore interface {
+	ResetDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, error)
+}
+
+// Replay delivers a stored event again, now, to every route that takes it
+// under the current configuration, or only to routeName when it is not
+// empty.
+// Each delivery is set to pending (created if the route never had it) and
+// one round runs in the background with the delivery's Idempotency-Key, as
+// for an operator retry; a delivery that already succeeded is sent again.
+// A failed replay round leaves the delivery's state and schedule as they
+// were (a new delivery stays pending for its route's consumer). It returns
+// the deliveries as reset.
+func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) ([]*store.Delivery, error) {
+	rs, ok := e.store.(ReplayStore)
+	if !ok {
+		return nil, errors.New("replay: the store cannot reset deliveries")
+	}
+	ev, err := e.store.GetEvent(ctx, source, eventID)
+	if err != nil {
+		return nil, err
+	}
+	env, ok := envelopeOf(ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
+	if !ok {
+		return nil, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	}
+	var targets []*route
+	if routeName != "" {
+		r := e.byName[routeName]
+		if r == nil {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, routeName)
+		}
+		if !r.matches(ev.Source, ev.Type) {
+			return nil, fmt.Errorf("%w: route %q does not take %s events of type %q", ErrNoRoute, routeName, ev.Source, ev.Type)
+		}
+		targets = append(targets, r)
+	} else {
+		for _, r := range e.routes {
+			if r.matches(ev.Source, ev.Type) {
+				targets = append(targets, r)
+			}
+		}
+		if len(targets) == 0 {
+			return nil, ErrNoRoute
+		}
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.abort == nil {
+		return nil, ErrNotRunning
+	}
+	out := make([]*store.Delivery, 0, len(targets))
+	for _, r := range targets {
+		prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.Source, ev.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			prev = nil
+		case err != nil:
+			return out, err
+		}
+		d, err := rs.ResetDelivery(ctx, &store.Delivery{Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
+			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, d)
+		e.inflight.Add(1)
+		go func() {
+			defer e.inflight.Done()
+			e.round(e.roundCtx, r, env, prev, true)
+		}()
+	}
+	return out, nil
+}
+
+// Finished reports whether every route that takes an event under the
+// current configuration has finished with it (terminal holds the routes
+// whose delivery succeeded or is dead), and no configured route's delivery
+// of it is still open. Retention keeps events that are not finished.
+func (e *Engine) Finished(source, eventType string, terminal, open map[string]bool) bool {
+	for name := range open {
+		if e.byName[name] != nil {
+			return false
+		}
+	}
+	for _, r := range e.routes {
+		if r.matches(source, eventType) && !terminal[r.cfg.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// Consumers returns the durable JetStream consumer of each route, by route
+// name (readiness checks that they exist).
+func (e *Engine) Consumers() map[string]string {
+	out := make(map[string]string, len(e.routes))
+	for _, r := range e.routes {
+		out[r.cfg.Name] = r.consumer
+	}
+	return out
+}

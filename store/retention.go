@@ -1,0 +1,341 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// PruneResult counts the rows a prune deleted.
+type PruneResult struct {
+	Events, Deliveries, Attempts int
+}
+
+func (r *PruneResult) add(o PruneResult) {
+	r.Events += o.Events
+	r.Deliveries += o.Deliveries
+	r.Attempts += o.Attempts
+}
+
+// OldEvent is an event past its retention, as PruneEvents shows it to the
+// keep callback: with the routes whose delivery of it is finished
+// (Terminal) and those whose delivery is not (Open).
+type OldEvent struct {
+	Seq              int64
+	Source, ID, Type string
+	ReceivedAt       time.Time
+	Terminal, Open   map[string]bool
+}
+
+// KeepOpen is the default keep rule: an event stays while any of its
+// deliveries is not finished.
+func KeepOpen(ev *OldEvent) bool { return len(ev.Open) > 0 }
+
+// PruneEvents deletes, in one write, events received before before and
+// after the cursor, in receipt order, at most limit of them looked at;
+// with each event its deliveries and their attempts (and, for a task, its
+// task record). An event still in the outbox is never deleted, nor one
+// keep(ev) says to keep (nil keep: KeepOpen). The deliveries are read
+// inside the write, so a delivery reset by an operator at the same moment
+// is seen.
+//
+// next is where the following call continues; more is false once no
+// event before before remains past it.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCursor, limit int,
+	keep func(ev *OldEvent) bool) (res PruneResult, next EventCursor, more bool, err error) {
+	if keep == nil {
+		keep = KeepOpen
+	}
+	if limit <= 0 {
+		limit = 500
+	}
+	next = after
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, next, more = PruneResult{}, after, false
+		rows, err := tx.Query(`SELECT seq, source, event_id, event_type, received_at, published_at IS NOT NULL
+			FROM events INDEXED BY events_received
+			WHERE received_at < ? AND (received_at, seq) > (?, ?)
+			ORDER BY received_at, seq LIMIT ?`, before.UnixMilli(), after.ReceivedAt, after.Seq, limit)
+		if err != nil {
+			return err
+		}
+		type candidate struct {
+			ev        OldEvent
+			published bool
+		}
+		var cands []candidate
+		for rows.Next() {
+			var c candidate
+			var received int64
+			if err := rows.Scan(&c.ev.Seq, &c.ev.Source, &c.ev.ID, &c.ev.Type, &received, &c.published); err != nil {
+				rows.Close()
+				return err
+			}
+			c.ev.ReceivedAt = time.UnixMilli(received)
+			next = EventCursor{ReceivedAt: received, Seq: c.ev.Seq}
+			cands = append(cands, c)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		more = len(cands) == limit
+		for i := range cands {
+			c := &cands[i]
+			if !c.published {
+				continue
+			}
+			if err := loadDeliveryStates(tx, &c.ev); err != nil {
+				return err
+			}
+			if keep(&c.ev) {
+				continue
+			}
+			n, err := deleteEvent(tx, &c.ev)
+			if err != nil {
+				return err
+			}
+			res.add(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return PruneResult{}, after, false, err
+	}
+	return res, next, more, nil
+}
+
+func loadDeliveryStates(tx *sql.Tx, ev *OldEvent) error {
+	ev.Terminal, ev.Open = map[string]bool{}, map[string]bool{}
+	rows, err := tx.Query(`SELECT route, state FROM deliveries WHERE source = ? AND event_id = ?`, ev.Source, ev.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var route, state string
+		if err := rows.Scan(&route, &state); err != nil {
+			return err
+		}
+		if state == StateSucceeded || state == StateDead {
+			ev.Terminal[route] = true
+		} else {
+			ev.Open[route] = true
+		}
+	}
+	return rows.Err()
+}
+
+func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
+	var res PruneResult
+	exec := func(n *int, q string, args ...any) error {
+		r, err := tx.Exec(q, args...)
+		if err != nil {
+			return err
+		}
+		if n != nil {
+			k, err := r.RowsAffected()
+			*n += int(k)
+			return err
+		}
+		return nil
+	}
+	err := errors.Join(
+		exec(&res.Attempts, `DELETE FROM attempts WHERE delivery_id IN
+			(SELECT id FROM deliveries WHERE source = ? AND event_id = ?)`, ev.Source, ev.ID),
+		exec(&res.Deliveries, `DELETE FROM deliveries WHERE source = ? AND event_id = ?`, ev.Source, ev.ID),
+		exec(&res.Events, `DELETE FROM events WHERE seq = ?`, ev.Seq),
+	)
+	if err == nil && ev.Source == TaskSource {
+		err = exec(nil, `DELETE FROM tasks WHERE id = ?`, ev.ID)
+	}
+	return res, err
+}
+
+// PruneAttempts deletes, in one write, the attempts started before before
+// among the limit oldest attempt records with an ID above after. next is
+// where the following call continues; more is false once the records
+// looked at held none old enough (attempt records are written in about the
+// order they start, so none further is) or the table ended.
+func (s *Store) PruneAttempts(ctx context.Context, before time.Time, after int64, limit int) (n int, next int64, more bool, err error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var last sql.NullInt64
+		var seen int
+		if err := tx.QueryRow(`SELECT max(id), count(*) FROM (SELECT id FROM attempts WHERE id > ? ORDER BY id LIMIT ?)`,
+			after, limit).Scan(&last, &seen); err != nil {
+			return err
+		}
+		if !last.Valid {
+			n, next, more = 0, after, false
+			return nil
+		}
+		r, err := tx.Exec(`DELETE FROM attempts WHERE id > ? AND id <= ? AND started_at < ?`,
+			after, last.Int64, before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		k, err := r.RowsAffected()
+		n, next, more = int(k), last.Int64, seen == limit && k > 0
+		return err
+	})
+	if err != nil {
+		return 0, after, false, err
+	}
+	return n, next, more, nil
+}
+
+// PrunerConfig configures a Pruner. Zero durations disable that pruning.
+type PrunerConfig struct {
+	// Events is how long events are kept (retention.events).
+	Events time.Duration
+	// Attempts is how long attempt records are kept (retention.attempts).
+	Attempts time.Duration
+	// Interval between passes. Default 1m.
+	Interval time.Duration
+	// Batch is the most rows one write looks at. Default 500.
+	Batch int
+	// Pause between two writes of a pass, so intake always gets the writer
+	// in between. Default 10ms.
+	Pause time.Duration
+	// Keep says whether a past-retention event stays (see PruneEvents).
+	// Default KeepOpen.
+	Keep func(ev *OldEvent) bool
+	// OnPruned, if set, is called after every write that deleted something.
+	OnPruned func(PruneResult)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Pruner deletes records past their retention in the background, a small
+// batch per write.
+type Pruner struct {
+	s   *Store
+	cfg PrunerConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewPruner returns a pruner of s; Start runs it.
+func NewPruner(s *Store, cfg PrunerConfig, log *slog.Logger) *Pruner {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = 10 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pruner{s: s, cfg: cfg, log: log}
+}
+
+// Start runs a pass now and then every Interval until Stop. Starting a
+// started pruner does nothing.
+func (p *Pruner) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return
+	}
+	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	p.done = make(chan struct{})
+	go p.run(ctx, p.done)
+}
+
+// Stop ends the current pass after its write in flight and waits for it.
+// Safe to call more than once, and without Start.
+func (p *Pruner) Stop() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (p *Pruner) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		res, err := p.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			p.log.Warn("retention pass failed; next pass will continue", "err", err)
+		case res != (PruneResult{}):
+			p.log.Info("retention pass", "events", res.Events, "deliveries", res.Deliveries, "attempts", res.Attempts)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce runs one whole pass: events, then attempts, a batch per write.
+func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
+	var total PruneResult
+	now := p.cfg.Now()
+	pause := func() bool {
+		t := time.NewTimer(p.cfg.Pause)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	record := func(r PruneResult) {
+		total.add(r)
+		if p.cfg.OnPruned != nil && r != (PruneResult{}) {
+			p.cfg.OnPruned(r)
+		}
+	}
+	if p.cfg.Events > 0 {
+		var cur EventCursor
+		for {
+			res, next, more, err := p.s.PruneEvents(ctx, now.Add(-p.cfg.Events), cur, p.cfg.Batch, p.cfg.Keep)
+			if err != nil {
+				return total, err
+			}
+			record(res)
+			cur = next
+			if !more || !pause() {
+				break
+			}
+		}
+	}
+	if p.cfg.Attempts > 0 && ctx.Err() == nil {
+		var cur int64
+		for {
+			n, next, more, err := p.s.PruneAttempts(ctx, now.Add(-p.cfg.Attempts), cur, p.cfg.Batch)
+			if err != nil {
+				return total, err
+			}
+			record(PruneResult{Attempts: n})
+			cur = next
+			if !more || !pause() {
+				break
+			}
+		}
+	}
+	return total, ctx.Err()
+}
