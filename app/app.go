@@ -144,7 +144,7 @@ func (a *App) connectBroker(ctx context.Context) error {
 	b, err := jetstream.Connect(ctx, jetstream.Config{
 		URL: n.URL, Port: n.Port, StoreDir: n.StoreDir,
 		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
-		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas,
+		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
 		ConnectTimeout: n.ConnectTimeout,
 	}, a.log.With("component", "jetstream"))
 	if err != nil {
@@ -189,12 +189,10 @@ func (a *App) startRelay(ctx context.Context) error {
 	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
-		// Before publishing anything, put back in the outbox what the
-		// stream lost while undelivered.
-		Prepare: func(ctx context.Context) error {
-			_, err := a.engine.Recover(ctx)
-			return err
-		},
+		// Before publishing anything: every route's consumer exists (an
+		// interest stream drops what no consumer wants), and what the
+		// stream lost while undelivered is back in the outbox.
+		Prepare: a.engine.Prepare,
 	}, a.log.With("component", "relay"))
 	a.relay.Start(ctx)
 	return nil

@@ -99,6 +99,7 @@ func streamMsgs(a *App) uint64 {
 // Accepted events reach the stream once; duplicates and restarts add nothing.
 func TestEndToEnd(t *testing.T) {
 	cfg := testConfig(t, "")
+	cfg.NATS.Retention = "limits" // keep the messages: the test counts them
 	a := startApp(t, cfg)
 	for i := 0; i < 20; i++ {
 		for range 2 {

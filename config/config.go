@@ -105,6 +105,11 @@ type NATS struct {
 	Stream string `yaml:"stream"`
 	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// Retention is the stream's retention: "interest" (the default) drops a
+	// message once every route's consumer has acknowledged it, so the
+	// stream stays small; "limits" keeps every message (for inspection; it
+	// grows without bound).
+	Retention string `yaml:"retention"`
 	// Replicas of the stream on an external cluster. Default 1.
 	Replicas int `yaml:"replicas"`
 	// ConnectTimeout bounds the first connection and the embedded server's

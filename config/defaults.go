@@ -79,6 +79,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	str(&c.NATS.StoreDir, filepath.Join(c.DataDir, "jetstream"))
 	dur(&c.NATS.SyncInterval, "nats.sync_interval", DefaultSyncInterval)
 	str(&c.NATS.Stream, DefaultStream)
+	str(&c.NATS.Retention, "interest")
 	dur(&c.NATS.DuplicateWindow, "nats.duplicate_window", DefaultDuplicateWindow)
 	num(&c.NATS.Replicas, "nats.replicas", DefaultReplicas)
 	dur(&c.NATS.ConnectTimeout, "nats.connect_timeout", DefaultConnectTimeout)

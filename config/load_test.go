@@ -92,6 +92,7 @@ func TestFullExample(t *testing.T) {
 			SyncInterval:    30 * time.Second,
 			SyncAlways:      true,
 			Stream:          "HG_EVENTS",
+			Retention:       "limits",
 			DuplicateWindow: 10 * time.Minute,
 			Replicas:        3,
 			ConnectTimeout:  20 * time.Second,
@@ -249,6 +250,7 @@ routes:
 		SyncInterval:    2 * time.Minute,
 		Stream:          "HOOKGATE_EVENTS",
 		DuplicateWindow: 2 * time.Minute,
+		Retention:       "interest",
 		Replicas:        1,
 		ConnectTimeout:  10 * time.Second,
 	}

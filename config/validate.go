@@ -161,6 +161,9 @@ func (c *Config) validateNATS(v *validator) {
 		v.errorf("nats.stream", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", n.Stream)
 	}
 	v.positiveDuration("nats.duplicate_window", n.DuplicateWindow)
+	if n.Retention != "interest" && n.Retention != "limits" {
+		v.errorf("nats.retention", "unknown retention %q (want interest or limits)", n.Retention)
+	}
 	v.positiveInt("nats.replicas", n.Replicas)
 	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
 }

@@ -37,6 +37,8 @@ func Handler(log *slog.Logger) fiber.ErrorHandler {
 		case errors.As(err, &e):
 		case errors.As(err, &fe):
 			e = &Error{Status: fe.Code, Code: codeFor(fe.Code), Message: fe.Message}
+			log.Warn("request refused", "method", c.Method(), "path", c.Path(), "remote", c.IP(),
+				"status", fe.Code, "reason", fe.Message)
 		default:
 			log.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 			e = New(http.StatusInternalServerError, "internal", "internal error")

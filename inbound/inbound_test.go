@@ -111,7 +111,8 @@ func newHarness(t testing.TB) *harness {
 	}
 	go app.Listener(ln)
 	t.Cleanup(func() {
-		app.Shutdown()
+		http.DefaultClient.CloseIdleConnections()
+		app.ShutdownWithTimeout(5 * time.Second)
 		st.Close()
 	})
 	h.url = "http://" + ln.Addr().String()

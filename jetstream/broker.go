@@ -41,7 +41,10 @@ type Config struct {
 	Stream          string
 	DuplicateWindow time.Duration
 	Replicas        int
-	ConnectTimeout  time.Duration
+	// Retention is "interest" (default: a message goes once every consumer
+	// acknowledged it) or "limits" (every message is kept).
+	Retention      string
+	ConnectTimeout time.Duration
 	// Name is the client connection name. Default "hookgate".
 	Name string
 }
@@ -182,9 +185,12 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 		Name:       b.cfg.Stream,
 		Subjects:   []string{SubjectPrefix + ".>", TaskSubjectPrefix + ".>"},
 		Storage:    natsjs.FileStorage,
-		Retention:  natsjs.LimitsPolicy,
+		Retention:  natsjs.InterestPolicy,
 		Duplicates: b.cfg.DuplicateWindow,
 		Replicas:   max(b.cfg.Replicas, 1),
+	}
+	if b.cfg.Retention == "limits" {
+		sc.Retention = natsjs.LimitsPolicy
 	}
 	if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
@@ -215,6 +221,7 @@ func (b *Broker) Stream() string { return b.cfg.Stream }
 func (b *Broker) Close() {
 	b.closeOnce.Do(func() {
 		if b.nc != nil {
+			b.nc.FlushTimeout(2 * time.Second) // acks and naks already sent
 			b.nc.Close()
 		}
 		if b.srv != nil {

@@ -120,7 +120,7 @@ func TestRelayAcrossNATSOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	b, err := Connect(context.Background(), Config{URL: addr}, quietLog())
+	b, err := Connect(context.Background(), Config{URL: addr, Retention: "limits"}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

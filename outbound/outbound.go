@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ type Store interface {
 // Config tunes the engine; zero values take the stated defaults.
 type Config struct {
 	// AckWait is how long JetStream waits for an ack before redelivering;
-	// a long round keeps its message with progress signals. Default 30s.
+	// a long round keeps its message with progress signals. Default 10s.
 	AckWait time.Duration
 	// UserAgent is sent with every request. Default "hookgate/dev".
 	UserAgent string
@@ -80,7 +81,7 @@ type Engine struct {
 // New builds the engine for the configured routes.
 func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
+		cfg.AckWait = 10 * time.Second
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "hookgate/dev"
@@ -139,6 +140,42 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started = true
 	return nil
+}
+
+// Prepare makes every route's consumer, deletes the consumers of routes no
+// longer configured (they would keep messages in an interest stream), and
+// recovers what the stream lost (Recover). The relay runs it before its
+// first publish.
+func (e *Engine) Prepare(ctx context.Context) error {
+	want := map[string]bool{}
+	for _, r := range e.routes {
+		if _, err := e.ensureConsumer(ctx, r); err != nil {
+			return err
+		}
+		want[r.consumer] = true
+	}
+	stream, err := e.broker.JetStream().Stream(ctx, e.broker.Stream())
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	names := stream.ConsumerNames(ctx)
+	var stale []string
+	for name := range names.Name() {
+		if !want[name] && (strings.HasPrefix(name, "route_") || name == "tasks") {
+			stale = append(stale, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list consumers: %w", err)
+	}
+	for _, name := range stale {
+		if err := stream.DeleteConsumer(ctx, name); err != nil {
+			return fmt.Errorf("delete consumer %s of a removed route: %w", name, err)
+		}
+		e.log.Info("deleted the consumer of a route no longer configured", "consumer", name)
+	}
+	_, err = e.Recover(ctx)
+	return err
 }
 
 func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer, error) {

@@ -240,7 +240,7 @@ func TestKillBetweenCommitAndPublish(t *testing.T) {
 	cfg := writeConfig(t, dir, fmt.Sprintf(`
 listen: %q
 data_dir: %q
-nats: {url: %q, connect_timeout: 1s}
+nats: {url: %q, connect_timeout: 1s, retention: limits}
 sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 `, addr, filepath.Join(dir, "data"), natsURL, secret))
 	g := startGateway(t, cfg, addr)
@@ -281,7 +281,7 @@ func TestKillUnderLoad(t *testing.T) {
 	cfg := writeConfig(t, dir, fmt.Sprintf(`
 listen: %q
 data_dir: %q
-nats: {port: %d}
+nats: {port: %d, retention: limits}
 sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 `, addr, filepath.Join(dir, "data"), natsPort, secret))
 
