@@ -85,6 +85,7 @@ func (a *App) registerStoreMetrics() func(store.PruneResult) {
 		pruned.WithLabelValues("events").Add(float64(r.Events))
 		pruned.WithLabelValues("deliveries").Add(float64(r.Deliveries))
 		pruned.WithLabelValues("attempts").Add(float64(r.Attempts))
+		pruned.WithLabelValues("idempotency_keys").Add(float64(r.Keys))
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 
 // PruneResult counts the rows a prune deleted.
 type PruneResult struct {
-	Events, Deliveries, Attempts int
+	Events, Deliveries, Attempts, Keys int
 }
 
 func (r *PruneResult) add(o PruneResult) {
 	r.Events += o.Events
 	r.Deliveries += o.Deliveries
 	r.Attempts += o.Attempts
+	r.Keys += o.Keys
 }
 
 // OldEvent is an event past its retention, as PruneEvents shows it to the
@@ -289,7 +290,8 @@ func (p *Pruner) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// RunOnce runs one whole pass: events, then attempts, a batch per write.
+// RunOnce runs one whole pass: events, attempts, then expired task
+// Idempotency-Keys, a batch per write.
 func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 	var total PruneResult
 	now := p.cfg.Now()
@@ -335,6 +337,17 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 			if !more || !pause() {
 				break
 			}
+		}
+	}
+	// Expired task Idempotency-Keys.
+	for ctx.Err() == nil {
+		n, err := p.s.PruneKeys(ctx, now, p.cfg.Batch)
+		if err != nil {
+			return total, err
+		}
+		record(PruneResult{Keys: n})
+		if n < p.cfg.Batch || !pause() {
+			break
 		}
 	}
 	return total, ctx.Err()

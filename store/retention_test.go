@@ -323,3 +323,21 @@ func TestPruneTaskEvent(t *testing.T) {
 		t.Fatalf("task record after pruning: %v, want ErrNotFound", err)
 	}
 }
+
+func TestPruneExpiredKeys(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	for i, ttl := range []time.Duration{-time.Second, -time.Second, time.Hour} {
+		if out, _, err := s.ClaimKey(ctx, "scope", fmt.Sprintf("k%d", i), "fp", ttl, time.Minute); err != nil || out != KeyClaimed {
+			t.Fatalf("ClaimKey: %v %v", out, err)
+		}
+	}
+	p := NewPruner(s, PrunerConfig{Batch: 1}, nil)
+	res, err := p.RunOnce(ctx)
+	if err != nil || res.Keys != 2 {
+		t.Fatalf("RunOnce = %+v, %v; want 2 keys pruned", res, err)
+	}
+	if out, _, _ := s.ClaimKey(ctx, "scope", "k2", "fp", time.Hour, time.Minute); out != KeyInFlight {
+		t.Fatalf("the live key was pruned: %v", out)
+	}
+}
