@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/signature"
 )
@@ -228,7 +230,7 @@ func (c *Config) validateSources(v *validator) {
 		if s.Verify == "hmac" {
 			if s.HMAC.Header == "" {
 				v.errorf(hp+".header", "required for verify: hmac")
-			} else if !validHeaderName(s.HMAC.Header) {
+			} else if !httpguts.ValidHeaderFieldName(s.HMAC.Header) {
 				v.errorf(hp+".header", "invalid header name %q", s.HMAC.Header)
 			}
 			switch s.HMAC.Algorithm {
@@ -258,7 +260,7 @@ func (v *validator) location(p, what, header, field string, required bool, verif
 	case header == "" && field == "" && required:
 		v.errorf(p, "one of %s_header or %s_field is required for verify: %s", what, what, verify)
 	}
-	if header != "" && !validHeaderName(header) {
+	if header != "" && !httpguts.ValidHeaderFieldName(header) {
 		v.errorf(p+"."+what+"_header", "invalid header name %q", header)
 	}
 	if field != "" && !validFieldPath(field) {
@@ -271,34 +273,6 @@ func (v *validator) location(p, what, header, field string, required bool, verif
 func validFieldPath(s string) bool {
 	for _, seg := range strings.Split(s, ".") {
 		if seg == "" || strings.IndexFunc(seg, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether s has no CR, LF, NUL or other control
-// characters except horizontal tab (what net/http refuses to send).
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}
@@ -364,13 +338,13 @@ func (c *Config) validateRoutes(v *validator) {
 		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
 			val := r.Headers[name]
 			hp := joinPath(p+".headers", name)
-			if !validHeaderName(name) {
+			if !httpguts.ValidHeaderFieldName(name) {
 				v.errorf(hp, "invalid header name")
 			} else if other, dup := headers[strings.ToLower(name)]; dup {
 				v.errorf(hp, "same header as %q (names are case-insensitive)", other)
 			}
 			headers[strings.ToLower(name)] = name
-			if !validHeaderValue(val) {
+			if !httpguts.ValidHeaderFieldValue(val) {
 				v.errorf(hp, "value must not contain CR, LF or other control characters")
 			}
 		}

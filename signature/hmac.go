@@ -9,6 +9,8 @@ import (
 	"hash"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // HeaderGitHubSignature is the header carrying GitHub's SHA-256 signature.
@@ -51,7 +53,7 @@ func NewHMAC(secrets []string, o HMACOptions) (*HMAC, error) {
 	if o.Header == "" {
 		return nil, errors.New("signature: hmac: header is required")
 	}
-	if !isToken(o.Header) {
+	if !httpguts.ValidHeaderFieldName(o.Header) {
 		return nil, fmt.Errorf("signature: hmac: header %q is not a valid header name", o.Header)
 	}
 	var newHash func() hash.Hash
@@ -153,22 +155,4 @@ func NewGitHub(secrets []string) (*GitHub, error) {
 // Verify implements Verifier. now is unused.
 func (g *GitHub) Verify(h Header, body []byte, now time.Time) error {
 	return g.h.Verify(h, body, now)
-}
-
-// isToken reports whether s is a valid HTTP header field name (RFC 9110
-// token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

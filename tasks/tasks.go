@@ -25,6 +25,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/egress"
@@ -322,7 +323,7 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 	}
 	for name, v := range r.Headers {
 		switch {
-		case !validHeaderName(name):
+		case !httpguts.ValidHeaderFieldName(name):
 			return nil, invalid("invalid_header", "header name %q is not valid", name)
 		case reserved[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "x-hookgate-"):
 			return nil, invalid("invalid_header", "header %q is set by hookgate", name)
@@ -361,17 +362,4 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 		return nil, invalid("invalid_task", "content_type has control characters")
 	}
 	return tr, nil
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
