@@ -47,6 +47,7 @@ type App struct {
 	inbound       *inbound.Handler
 	http          *fiber.App
 	ln            net.Listener
+	conns         *connListener
 	served        chan error
 	pruner        *store.Pruner
 
@@ -227,9 +228,10 @@ func (a *App) startHTTP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
 	}
-	a.ln = ln
+	a.conns = newConnListener(ln)
+	a.ln = a.conns
 	a.served = make(chan error, 1)
-	go func() { a.served <- a.http.Listener(ln) }()
+	go func() { a.served <- a.http.Listener(a.conns) }()
 	return nil
 }
 
@@ -254,7 +256,24 @@ func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		var errs []error
 		if a.http != nil {
-			if err := a.http.ShutdownWithContext(ctx); err != nil {
+			// Connections that never sent a request would hold the
+			// shutdown until its deadline: close them as it runs.
+			stopSweep := make(chan struct{})
+			go func() {
+				t := time.NewTicker(50 * time.Millisecond)
+				defer t.Stop()
+				for {
+					a.conns.closeUnused()
+					select {
+					case <-stopSweep:
+						return
+					case <-t.C:
+					}
+				}
+			}()
+			err := a.http.ShutdownWithContext(ctx)
+			close(stopSweep)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/config"
@@ -196,49 +197,69 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 }
 
 // pull feeds a route's messages to at most Concurrency rounds at a time.
+// It fetches only as many messages as it has free workers, and waits for
+// each fetch to end (at most fetchWait): nothing is left pulled but
+// unhandled, so a stop hands every message back at once (nak) instead of
+// leaving it to JetStream's AckWait.
 func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	defer e.pullers.Done()
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var cons natsjs.Consumer
 	for pullCtx.Err() == nil {
-		var it natsjs.MessagesContext
-		var err error
 		if cons == nil {
-			err = e.broker.EnsureStream(pullCtx)
+			err := e.broker.EnsureStream(pullCtx)
 			if err == nil {
 				cons, err = e.ensureConsumer(pullCtx, r)
 			}
+			if err != nil {
+				if pullCtx.Err() != nil {
+					return
+				}
+				e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
+				cons = nil
+				if !sleep(pullCtx, time.Second) {
+					return
+				}
+				continue
+			}
 		}
-		if err == nil {
-			it, err = cons.Messages(natsjs.PullMaxMessages(r.cfg.Concurrency))
+		// Take one free worker (waiting for it), then every other free one.
+		select {
+		case sem <- struct{}{}:
+		case <-pullCtx.Done():
+			return
 		}
+		n := 1
+	more:
+		for n < cap(sem) {
+			select {
+			case sem <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		batch, err := cons.Fetch(n, natsjs.FetchMaxWait(fetchWait))
 		if err != nil {
+			for range n {
+				<-sem
+			}
 			if pullCtx.Err() != nil {
 				return
 			}
-			e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
+			e.log.Warn("route fetch failed; retrying", "route", r.cfg.Name, "err", err)
 			cons = nil
 			if !sleep(pullCtx, time.Second) {
 				return
 			}
 			continue
 		}
-		stop := context.AfterFunc(pullCtx, it.Stop)
-		for {
-			select {
-			case sem <- struct{}{}:
-			case <-pullCtx.Done():
-			}
+		for msg := range batch.Messages() {
+			n--
 			if pullCtx.Err() != nil {
-				break
-			}
-			msg, err := it.Next()
-			if err != nil {
+				msg.Nak() // stopping: another process takes it at once
 				<-sem
-				if !errors.Is(err, natsjs.ErrMsgIteratorClosed) {
-					e.log.Warn("route consumer interrupted", "route", r.cfg.Name, "err", err)
-				}
-				break
+				continue
 			}
 			e.inflight.Add(1)
 			go func() {
@@ -246,13 +267,21 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 				e.handle(roundCtx, r, msg)
 			}()
 		}
-		stop()
-		it.Stop()
-		if pullCtx.Err() == nil && !sleep(pullCtx, 250*time.Millisecond) {
-			return
+		for range n {
+			<-sem
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			e.log.Warn("route fetch interrupted", "route", r.cfg.Name, "err", err)
+			cons = nil
+			if !sleep(pullCtx, 250*time.Millisecond) {
+				return
+			}
 		}
 	}
 }
+
+// fetchWait bounds one fetch: how long a stop may wait for it to end.
+const fetchWait = time.Second
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -361,7 +390,13 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	close(roundDone)
 	r.breaker.record(roundSucceeded(d), time.Now())
 	if d == nil {
-		msg.Nak() // stopped mid-round, or the outcome could not be recorded
+		if ctx.Err() != nil {
+			msg.Nak() // stopped mid-round: another process takes it at once
+		} else {
+			// The outcome could not be recorded (the store refuses writes):
+			// try again later, not in a tight loop.
+			msg.NakWithDelay(unrecordedRetry)
+		}
 		return
 	}
 	switch d.State {
@@ -371,6 +406,10 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.Ack()
 	}
 }
+
+// unrecordedRetry is how long a message waits after a round whose outcome
+// could not be recorded.
+const unrecordedRetry = 5 * time.Second
 
 // roundSucceeded is a round's outcome for the breaker: nil when it says
 // nothing of the downstream's health (cut short, or 410 Gone).
