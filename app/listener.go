@@ -34,6 +34,9 @@ func (l *connListener) Accept() (net.Conn, error) {
 
 // closeUnused closes the connections that have not sent a byte yet.
 func (l *connListener) closeUnused() {
+	if l == nil {
+		return // never listened
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.conns {
