@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A second SIGTERM during a graceful shutdown ends the process at once,
+// without waiting out shutdown_timeout for deliveries stuck downstream.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	hang := make(chan struct{})
+	reached := make(chan struct{}, 1)
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		<-hang
+	}))
+	defer ds.Close()
+	defer close(hang) // before ds.Close, which waits for the handler
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+listen: %q
+data_dir: %q
+shutdown_timeout: 60s
+sources: [{name: stripe, verify: stripe, secrets: [%q]}]
+routes: [{name: stuck, sources: [stripe], url: %q, timeout: 60s}]
+`, addr, filepath.Join(dir, "data"), secret, ds.URL))
+	g := startGateway(t, cfg, addr)
+	if status, _, err := post(http.DefaultClient, addr, "evt_stuck"); err != nil || status != 200 {
+		t.Fatalf("post: %d %v", status, err)
+	}
+	<-reached // a delivery is in flight and will not finish
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	// The first signal starts a graceful shutdown that waits for the
+	// delivery; once it has begun, a second signal ends the process.
+	waitLog(t, g, "shutting down")
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the process did not exit after a second SIGTERM\n%s", g.out)
+	}
+	if g.cmd.ProcessState.Success() {
+		t.Fatalf("exit after a second signal = %v, want killed by the signal", g.cmd.ProcessState)
+	}
+}
+
+func waitLog(t *testing.T, g *gateway, text string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(g.out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never said %q:\n%s", text, g.out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
