@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +183,17 @@ func TestRelayAcrossNATSOutage(t *testing.T) {
 		m.Header.Get(HeaderEventID) != "evt_a0" || m.Header.Get(HeaderSource) != "stripe" ||
 		string(m.Data) != `{"id":"evt_a0"}` {
 		t.Fatalf("first message = %s %v %q", m.Subject, m.Header, m.Data)
+	}
+}
+
+// A JetStream that cannot start is an error at once, not a hang.
+func TestEmbeddedServerFailsClearly(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Connect(context.Background(), Config{StoreDir: filepath.Join(file, "js"), ConnectTimeout: 5 * time.Second}, quietLog())
+	if err == nil || !strings.Contains(err.Error(), "jetstream") {
+		t.Fatalf("Connect with an unusable store = %v, want a jetstream error", err)
 	}
 }
