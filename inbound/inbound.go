@@ -7,13 +7,15 @@ package inbound
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
+	"slices"
+	"sort"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -128,7 +130,9 @@ func keepHeaders(sc config.Source) []string {
 	if sc.Verify == "standard" {
 		hs = append(hs, "webhook-timestamp")
 	}
-	return hs
+	// In the order encoding/json writes a map's keys, once each.
+	sort.Strings(hs)
+	return slices.Compact(hs)
 }
 
 // MaxBody is the largest body limit of any source; the HTTP server's own
@@ -164,7 +168,10 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		return httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("body is larger than %d bytes", src.maxBody))
 	}
-	if err := src.verifier.Verify(func(name string) string { return c.Get(name) }, body, h.now()); err != nil {
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	sc.c = c
+	if err := src.verifier.Verify(sc.header, body, h.now()); err != nil {
 		code := signatureCode(err)
 		h.refuse(c, src.name, OutcomeUnauthorized, start, "signature refused", "reason", code)
 		return httperror.New(http.StatusUnauthorized, code, err.Error())
@@ -195,19 +202,23 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 			fmt.Sprintf("event ID is longer than %d bytes", MaxEventIDLen))
 	}
 
-	// Fiber reuses its buffers: copy everything the store keeps.
-	ev := &store.Event{
+	// Fiber reuses its buffers once the handler returns, but nothing here
+	// outlives it: Claim binds (SQLite copies) the event's bytes before it
+	// returns, so the event points into the request as it is, and its
+	// scratch space is pooled.
+	sc.headers = src.appendHeadersJSON(sc.headers[:0], c)
+	ev := &sc.ev
+	*ev = store.Event{
 		Source:      src.name,
-		ID:          strings.Clone(id),
-		Type:        strings.Clone(typ),
-		ContentType: strings.Clone(c.Get(fiber.HeaderContentType)),
-		Headers:     src.headersJSON(c),
-		Body:        append([]byte(nil), body...),
+		ID:          id,
+		Type:        typ,
+		ContentType: c.Get(fiber.HeaderContentType),
+		Headers:     sc.headers,
+		Body:        body,
 		ReceivedAt:  time.Now(),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dup, err := h.store.Claim(ctx, ev)
+	dup, err := h.store.Claim(&sc.ctx, ev)
+	sc.ctx.stop()
 	if err != nil {
 		h.refuse(c, src.name, OutcomeUnavailable, start, "store unavailable", "err", err)
 		c.Set(fiber.HeaderRetryAfter, "1")
@@ -220,10 +231,54 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		h.log.Info("duplicate event", "source", src.name, "event_id", ev.ID, "event_type", ev.Type)
 	} else {
 		h.notify()
-		h.log.Debug("event accepted", "source", src.name, "event_id", ev.ID, "event_type", ev.Type, "seq", ev.Seq)
+		if h.log.Enabled(context.Background(), slog.LevelDebug) {
+			h.log.Debug("event accepted", "source", src.name, "event_id", ev.ID, "event_type", ev.Type, "seq", ev.Seq)
+		}
 	}
 	h.metrics.observe(src.name, status, start)
-	return c.JSON(fiber.Map{"status": status, "source": src.name, "event_id": ev.ID, "event_type": ev.Type})
+	// The answer encoding/json gives for the map {"status","source",
+	// "event_id","event_type"} (keys sorted), without its reflection.
+	out := append(sc.out[:0], `{"event_id":`...)
+	out = appendJSONString(out, ev.ID)
+	out = append(out, `,"event_type":`...)
+	out = appendJSONString(out, ev.Type)
+	out = append(out, `,"source":`...)
+	out = appendJSONString(out, src.name)
+	out = append(out, `,"status":`...)
+	out = appendJSONString(out, status)
+	out = append(out, '}')
+	sc.out = out
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
+	c.Response().SetBody(out) // copies
+	return nil
+}
+
+// scratch is one request's reusable memory.
+type scratch struct {
+	c       *fiber.Ctx
+	header  signature.Header // sc.get, bound once
+	ctx     enqueueCtx
+	ev      store.Event
+	headers []byte
+	out     []byte
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	sc := new(scratch)
+	sc.header = sc.get
+	return sc
+}}
+
+func (sc *scratch) get(name string) string { return sc.c.Get(name) }
+
+// release drops the references into the request and pools sc.
+func (sc *scratch) release() {
+	sc.c, sc.ctx = nil, enqueueCtx{}
+	sc.ev = store.Event{}
+	if cap(sc.headers) > 4<<10 || cap(sc.out) > 4<<10 {
+		return // keep the pool small
+	}
+	scratchPool.Put(sc)
 }
 
 // refuse logs and counts a refused request.
@@ -249,13 +304,122 @@ func signatureCode(err error) string {
 	return "invalid_signature"
 }
 
-func (s *source) headersJSON(c *fiber.Ctx) []byte {
-	m := make(map[string]string, len(s.keepHeaders))
-	for _, name := range s.keepHeaders {
-		if v := c.Get(name); v != "" {
-			m[name] = v // json.Marshal copies
-		}
+// enqueueTimeout bounds how long a request waits for room in the store's
+// write queue.
+const enqueueTimeout = 30 * time.Second
+
+// enqueueCtx is the context of a claim: it ends enqueueTimeout after it is
+// first asked for its Done channel. The store asks only when its write
+// queue is full, so the timer (and its context) is made only then, not for
+// every request.
+type enqueueCtx struct {
+	ctx    context.Context // nil until needed
+	cancel context.CancelFunc
+}
+
+func (c *enqueueCtx) start() context.Context {
+	if c.ctx == nil {
+		c.ctx, c.cancel = context.WithTimeout(context.Background(), enqueueTimeout)
 	}
-	b, _ := json.Marshal(m)
-	return b
+	return c.ctx
+}
+
+// stop releases the timer, if one was made.
+func (c *enqueueCtx) stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+func (c *enqueueCtx) Deadline() (time.Time, bool) { return c.start().Deadline() }
+func (c *enqueueCtx) Done() <-chan struct{}       { return c.start().Done() }
+func (c *enqueueCtx) Value(key any) any           { return nil }
+
+func (c *enqueueCtx) Err() error {
+	if c.ctx == nil {
+		return nil
+	}
+	return c.ctx.Err()
+}
+
+// appendHeadersJSON appends the JSON object of the kept headers that are
+// present, as encoding/json encodes a map[string]string (keys sorted).
+func (s *source) appendHeadersJSON(dst []byte, c *fiber.Ctx) []byte {
+	dst = append(dst, '{')
+	first := true
+	for _, name := range s.keepHeaders {
+		v := c.Get(name)
+		if v == "" {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendJSONString(dst, name)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, v)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// encodes it (with its default HTML escaping): <, > and & as \u003c,
+// \u003e and \u0026, U+2028 and U+2029 escaped, each byte of invalid UTF-8
+// as \ufffd.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if jsonSafe(b) {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// jsonSafe reports whether encoding/json writes the ASCII byte b as is.
+func jsonSafe(b byte) bool {
+	return b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
 }

@@ -362,6 +362,7 @@ func BenchmarkIntake(b *testing.B) {
 	b.SetParallelism(16)
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer client.CloseIdleConnections() // else the harness's shutdown waits on them
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n.Lock()

@@ -35,9 +35,14 @@ type Outbox interface {
 
 // RelayConfig tunes a Relay.
 type RelayConfig struct {
-	// Batch is the most events published before their acks are awaited.
+	// Batch is the most events read from the outbox and published at once.
 	// Default 256.
 	Batch int
+	// InFlight is how many more published batches may await their acks
+	// (and their record in the store) while the next is read and
+	// published. Default 2: with Batch 256, at most 1,024 messages are
+	// unacknowledged, the broker's limit of async publishes.
+	InFlight int
 	// Poll is how often the outbox is read without a Notify. Default 1s.
 	Poll time.Duration
 	// MaxBackoff caps the wait after a failed round. Default 5s.
@@ -71,6 +76,9 @@ type Relay struct {
 func NewRelay(b *Broker, outbox Outbox, cfg RelayConfig, log *slog.Logger) *Relay {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 256
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 2
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
@@ -131,7 +139,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			prepared = err == nil
 		}
 		if prepared {
-			n, err = r.round(ctx)
+			n, err = r.pass(ctx, poll.C)
 		}
 		if ctx.Err() != nil {
 			return
@@ -163,70 +171,176 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// round publishes one batch and records what was acknowledged.
-func (r *Relay) round(ctx context.Context) (int, error) {
-	evs, err := r.outbox.Unpublished(ctx, 0, r.cfg.Batch)
-	if err != nil || len(evs) == 0 {
-		return 0, err
-	}
-	if err := r.b.EnsureStream(ctx); err != nil {
-		return 0, err
-	}
-	futures := make([]natsjs.PubAckFuture, 0, len(evs))
-	var firstErr error
-	for i := range evs {
-		f, err := r.b.js.PublishMsgAsync(eventMsg(&evs[i]), natsjs.WithMsgID(MsgID(evs[i].Source, evs[i].ID)))
-		if err != nil {
-			firstErr = err
-			break
-		}
-		futures = append(futures, f)
-	}
-	acked := make([]store.Published, 0, len(futures))
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			acked = append(acked, store.Published{Seq: evs[i].Seq, StreamSeq: int64(ack.Sequence)})
-		case err := <-f.Err():
-			if firstErr == nil {
-				firstErr = err
-			}
-		case <-ctx.Done():
-			// Stopping: record what was acknowledged so far.
-			if firstErr == nil {
-				firstErr = ctx.Err()
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if firstErr != nil && (errors.Is(firstErr, natsjs.ErrNoStreamResponse) || errors.Is(firstErr, nats.ErrNoResponders)) {
-		r.b.streamLost()
-	}
-	if len(acked) > 0 {
-		// Record with a context of its own: a stop must not lose the record
-		// of acks already received (they would only be published again).
-		if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), acked, time.Now()); err != nil {
-			return 0, err
-		}
-		if r.cfg.OnPublished != nil {
-			r.cfg.OnPublished(len(acked))
-		}
-	}
-	return len(acked), firstErr
+// pubBatch is a batch of events published and awaiting their acks.
+type pubBatch struct {
+	evs     []store.Event
+	futures []natsjs.PubAckFuture // one per event published; fewer if publishing failed
 }
 
-func eventMsg(ev *store.Event) *nats.Msg {
-	m := nats.NewMsg(Subject(ev.Source, ev.Type))
-	m.Data = ev.Body
-	m.Header.Set(HeaderSource, ev.Source)
-	m.Header.Set(HeaderEventID, ev.ID)
-	m.Header.Set(HeaderEventType, ev.Type)
-	m.Header.Set(HeaderReceivedAt, ev.ReceivedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-	m.Header.Set(HeaderSeq, strconv.FormatInt(ev.Seq, 10))
-	if ev.ContentType != "" {
-		m.Header.Set("Content-Type", ev.ContentType)
+// pass publishes the outbox in intake order, pipelined: while the acks of
+// up to InFlight batches are awaited and recorded (one group commit per
+// batch), the next batch is read and published. It ends when the outbox
+// has nothing after what it published, at the first error, or at the poll
+// tick (so that events put back in the outbox behind the cursor, e.g. by
+// recovery, are published within a poll interval even under constant
+// load). It returns the number of events recorded as published.
+func (r *Relay) pass(ctx context.Context, tick <-chan time.Time) (int, error) {
+	inflight := make(chan *pubBatch, r.cfg.InFlight)
+	failed := make(chan struct{})      // closed by the acker at its first error
+	progress := make(chan struct{}, 1) // the acker finished a batch
+	var marked int
+	var ackErr error
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		marked, ackErr = r.acker(ctx, inflight, failed, progress)
+	}()
+	var cursor int64
+	var pubErr error
+publish:
+	for ctx.Err() == nil {
+		select {
+		case <-failed:
+			break publish
+		case <-tick:
+			break publish
+		default:
+		}
+		evs, err := r.outbox.Unpublished(ctx, cursor, r.cfg.Batch)
+		if err != nil || len(evs) == 0 {
+			pubErr = err
+			break
+		}
+		if err := r.b.EnsureStream(ctx); err != nil {
+			pubErr = err
+			break
+		}
+		pb := &pubBatch{evs: evs, futures: make([]natsjs.PubAckFuture, 0, len(evs))}
+		for i := range evs {
+			f, err := r.b.js.PublishMsgAsync(eventMsg(&evs[i]), natsjs.WithMsgID(MsgID(evs[i].Source, evs[i].ID)))
+			if err != nil {
+				pubErr = err
+				break
+			}
+			pb.futures = append(pb.futures, f)
+		}
+		if len(pb.futures) > 0 {
+			inflight <- pb // the acker takes every batch, even after a failure
+		}
+		if pubErr != nil {
+			break
+		}
+		cursor = evs[len(evs)-1].Seq
+		if len(evs) < r.cfg.Batch {
+			// Caught up with the outbox: let events gather for one batch
+			// recorded (about one group commit) instead of reading them a
+			// few at a time. With a backlog, full batches do not wait.
+			select {
+			case <-progress:
+			case <-failed:
+			case <-tick:
+				break publish
+			case <-ctx.Done():
+			}
+		}
 	}
-	return m
+	close(inflight)
+	<-acked
+	err := pubErr
+	if err == nil {
+		err = ackErr
+	}
+	if err != nil && (errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) {
+		r.b.streamLost()
+	}
+	return marked, err
+}
+
+// acker awaits the acks of each published batch in turn and takes the
+// acknowledged events out of the outbox, signalling progress after each.
+// It returns how many it recorded and the first error; it closes failed at
+// that error.
+func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, progress chan<- struct{}) (int, error) {
+	var firstErr error
+	fail := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+			close(failed)
+		}
+	}
+	marked := 0
+	var acks []store.Published
+	for pb := range inflight {
+		acks = acks[:0]
+		for i, f := range pb.futures {
+			if ctx.Err() != nil {
+				// Stopping: record what was acknowledged already.
+				select {
+				case ack := <-f.Ok():
+					acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
+				default:
+					fail(ctx.Err())
+				}
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
+			case err := <-f.Err():
+				fail(err)
+			case <-ctx.Done():
+				select {
+				case ack := <-f.Ok():
+					acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
+				default:
+					fail(ctx.Err())
+				}
+			}
+		}
+		if len(acks) == 0 {
+			continue
+		}
+		// Record with a context of its own: a stop must not lose the record
+		// of acks already received (they would only be published again).
+		if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), acks, time.Now()); err != nil {
+			fail(err)
+			continue
+		}
+		marked += len(acks)
+		if r.cfg.OnPublished != nil {
+			r.cfg.OnPublished(len(acks))
+		}
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	return marked, firstErr
+}
+
+// eventHeaders is the number of headers eventMsg sets.
+const eventHeaders = 6
+
+func eventMsg(ev *store.Event) *nats.Msg {
+	// One backing array for the header values, one for the texts made
+	// here, instead of an allocation per header.
+	var buf [64]byte
+	b := ev.ReceivedAt.UTC().AppendFormat(buf[:0], "2006-01-02T15:04:05.000Z07:00")
+	tsEnd := len(b)
+	b = strconv.AppendInt(b, ev.Seq, 10)
+	texts := string(b)
+	vals := make([]string, eventHeaders)
+	vals[0], vals[1], vals[2] = ev.Source, ev.ID, ev.Type
+	vals[3], vals[4] = texts[:tsEnd], texts[tsEnd:]
+	h := make(nats.Header, eventHeaders)
+	h[HeaderSource] = vals[0:1:1]
+	h[HeaderEventID] = vals[1:2:2]
+	h[HeaderEventType] = vals[2:3:3]
+	h[HeaderReceivedAt] = vals[3:4:4]
+	h[HeaderSeq] = vals[4:5:5]
+	if ev.ContentType != "" {
+		vals[5] = ev.ContentType
+		h["Content-Type"] = vals[5:6:6]
+	}
+	return &nats.Msg{Subject: Subject(ev.Source, ev.Type), Header: h, Data: ev.Body}
 }

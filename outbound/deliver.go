@@ -75,9 +75,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 			// answers are a few bytes, or none).
 			buf := responsePool.Get().(*[maxResponseKept]byte)
 			n, _ := io.ReadFull(resp.Body, buf[:])
-			if n > 0 {
-				a.Response = append([]byte(nil), buf[:n]...)
-			}
+			a.Response = append(make([]byte, 0, n), buf[:n]...) // non-nil, as before
 			responsePool.Put(buf)
 			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 				a.Error = "redirect not followed: " + resp.Header.Get("Location")

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"hash/maphash"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// downstream is the fast local receiver the gateway's route delivers to. It
+// answers 200 at once and counts distinct events (by X-Hookgate-Event-Id).
+type downstream struct {
+	srv  *fasthttp.Server
+	ln   net.Listener
+	seed maphash.Seed
+
+	requests atomic.Int64 // every request, redeliveries included
+	distinct atomic.Int64 // distinct events
+	first    atomic.Int64 // unix nanos of the first distinct delivery
+	last     atomic.Int64 // unix nanos of the latest new distinct delivery
+
+	shards [64]struct {
+		sync.Mutex
+		seen map[string]struct{}
+	}
+}
+
+func startDownstream() (*downstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d := &downstream{ln: ln, seed: maphash.MakeSeed()}
+	for i := range d.shards {
+		d.shards[i].seen = make(map[string]struct{})
+	}
+	d.srv = &fasthttp.Server{
+		Handler:               d.handle,
+		Name:                  "bench-downstream",
+		ReadTimeout:           time.Minute,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         true,
+	}
+	go d.srv.Serve(ln)
+	return d, nil
+}
+
+func (d *downstream) url() string { return "http://" + d.ln.Addr().String() + "/hook" }
+
+func (d *downstream) handle(c *fasthttp.RequestCtx) {
+	d.requests.Add(1)
+	id := c.Request.Header.Peek("X-Hookgate-Event-Id")
+	if len(id) > 0 {
+		s := &d.shards[maphash.Bytes(d.seed, id)%uint64(len(d.shards))]
+		s.Lock()
+		_, seen := s.seen[string(id)]
+		if !seen {
+			s.seen[string(id)] = struct{}{}
+		}
+		s.Unlock()
+		if !seen {
+			now := time.Now().UnixNano()
+			d.first.CompareAndSwap(0, now)
+			d.distinct.Add(1)
+			for l := d.last.Load(); l < now && !d.last.CompareAndSwap(l, now); l = d.last.Load() {
+			}
+		}
+	}
+	c.SetStatusCode(fasthttp.StatusOK)
+	c.SetBodyString("ok")
+}
+
+func (d *downstream) close() {
+	d.srv.Shutdown()
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// benchSecret is the Stripe signing secret of the generated config.
+const benchSecret = "whsec_hookgate_bench_secret"
+
+// eventTypes are spread over the events (so the stream has a few subjects).
+var eventTypes = []string{"invoice.paid", "customer.created", "payment_intent.succeeded", "charge.refunded"}
+
+// loader drives one HTTP server with Stripe-signed events over a fixed
+// number of keep-alive connections.
+type loader struct {
+	addr    string
+	url     string
+	conns   int
+	size    int     // body bytes
+	repeat  float64 // share of requests that repeat an earlier event
+	tag     string  // makes event IDs unique to this run
+	client  *fasthttp.HostClient
+	workers []*worker
+
+	// Counters over the loader's whole life.
+	accepted, duplicate, failed atomic.Int64
+	firstAccepted               atomic.Int64 // unix nanos of the first accepted answer
+	lastErr                     atomic.Value // string
+}
+
+func newLoader(addr string, conns, size int, repeat float64, tag string) *loader {
+	l := &loader{
+		addr: addr, url: "http://" + addr + "/webhooks/stripe",
+		conns: conns, size: size, repeat: repeat, tag: tag,
+		client: &fasthttp.HostClient{
+			Addr:                addr,
+			Name:                "hookgate-bench",
+			MaxConns:            conns,
+			MaxConnWaitTimeout:  30 * time.Second,
+			MaxIdleConnDuration: time.Minute,
+			ReadTimeout:         60 * time.Second,
+			WriteTimeout:        60 * time.Second,
+			ReadBufferSize:      4096,
+			WriteBufferSize:     4096,
+		},
+	}
+	for i := range conns {
+		l.workers = append(l.workers, &worker{
+			l: l, id: i,
+			rng: rand.New(rand.NewPCG(uint64(i)+1, 0x9e3779b97f4a7c15)),
+			mac: hmac.New(sha256.New, []byte(benchSecret)),
+		})
+	}
+	return l
+}
+
+// result is what one phase measured.
+type result struct {
+	elapsed                     time.Duration
+	accepted, duplicate, failed int64
+	lat                         []uint32 // microseconds, sorted
+}
+
+func (r result) ok() int64 { return r.accepted + r.duplicate }
+
+// rate is successful answers per second.
+func (r result) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.ok()) / r.elapsed.Seconds()
+}
+
+// pct returns the p-th percentile latency (0 < p < 100).
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(float64(len(r.lat))*p/100+0.5) - 1
+	i = min(max(i, 0), len(r.lat)-1)
+	return time.Duration(r.lat[i]) * time.Microsecond
+}
+
+// closedLoop runs every worker back to back (each sends its next request
+// when the previous one is answered) for d, and measures every request.
+func (l *loader) closedLoop(ctx context.Context, d time.Duration) result {
+	return l.run(ctx, d, 0)
+}
+
+// openLoop sends rate requests per second for d on a fixed schedule and
+// measures each latency from the moment its request was due (so a stall
+// counts against every request it delays: no coordinated omission).
+func (l *loader) openLoop(ctx context.Context, d time.Duration, rate float64) result {
+	return l.run(ctx, d, rate)
+}
+
+func (l *loader) run(ctx context.Context, d time.Duration, rate float64) result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	a0, d0, f0 := l.accepted.Load(), l.duplicate.Load(), l.failed.Load()
+	start := time.Now()
+	var next atomic.Int64
+	var interval time.Duration
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) / rate)
+	}
+	var wg sync.WaitGroup
+	for _, w := range l.workers {
+		w.lat = w.lat[:0]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				var due time.Time
+				if rate > 0 {
+					due = start.Add(time.Duration(next.Add(1)-1) * interval)
+					if wait := time.Until(due); wait > 0 {
+						t := time.NewTimer(wait)
+						select {
+						case <-ctx.Done():
+							t.Stop()
+							return
+						case <-t.C:
+						}
+					}
+				} else {
+					due = time.Now()
+				}
+				if w.send() {
+					w.lat = append(w.lat, uint32(min(time.Since(due).Microseconds(), 1<<32-1)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := result{elapsed: time.Since(start),
+		accepted: l.accepted.Load() - a0, duplicate: l.duplicate.Load() - d0, failed: l.failed.Load() - f0}
+	for _, w := range l.workers {
+		r.lat = append(r.lat, w.lat...)
+	}
+	slices.Sort(r.lat)
+	return r
+}
+
+// worker is one connection's sender.
+type worker struct {
+	l      *loader
+	id     int
+	rng    *rand.Rand
+	mac    hash.Hash
+	n      int      // events generated
+	recent []string // IDs sent, for repeats
+	body   []byte
+	hdr    []byte
+	lat    []uint32
+	req    *fasthttp.Request
+	resp   *fasthttp.Response
+}
+
+var (
+	answerAccepted  = []byte(`"status":"accepted"`)
+	answerDuplicate = []byte(`"status":"duplicate"`)
+)
+
+// send posts one event (a new one, or with probability repeat one sent
+// before, signed afresh as a provider's retry is) and reports whether it
+// was answered 200.
+func (w *worker) send() bool {
+	if w.req == nil {
+		w.req, w.resp = fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		w.req.SetRequestURI(w.l.url)
+		w.req.Header.SetMethod(fasthttp.MethodPost)
+		w.req.Header.SetContentType("application/json")
+	}
+	var id string
+	if len(w.recent) > 0 && w.rng.Float64() < w.l.repeat {
+		id = w.recent[w.rng.IntN(len(w.recent))]
+	} else {
+		id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
+		w.n++
+		if len(w.recent) < 4096 {
+			w.recent = append(w.recent, id)
+		} else {
+			w.recent[w.rng.IntN(len(w.recent))] = id
+		}
+	}
+	w.body = appendEvent(w.body[:0], id, w.l.size)
+	w.hdr = w.sign(w.hdr[:0], time.Now().Unix(), w.body)
+	w.req.Header.SetBytesV("Stripe-Signature", w.hdr)
+	w.req.SetBodyRaw(w.body)
+	w.resp.Reset()
+	err := w.l.client.Do(w.req, w.resp)
+	switch {
+	case err != nil:
+		w.l.failed.Add(1)
+		w.l.lastErr.Store(err.Error())
+		return false
+	case w.resp.StatusCode() != fasthttp.StatusOK:
+		w.l.failed.Add(1)
+		w.l.lastErr.Store(strconv.Itoa(w.resp.StatusCode()) + " " + string(w.resp.Body()))
+		return false
+	case bytes.Contains(w.resp.Body(), answerAccepted):
+		if w.l.accepted.Add(1) == 1 {
+			w.l.firstAccepted.CompareAndSwap(0, time.Now().UnixNano())
+		}
+	case bytes.Contains(w.resp.Body(), answerDuplicate):
+		w.l.duplicate.Add(1)
+	default: // the bare server answers 200 with its own body
+		w.l.accepted.Add(1)
+	}
+	return true
+}
+
+// sign appends the Stripe-Signature value for body signed at ts.
+func (w *worker) sign(dst []byte, ts int64, body []byte) []byte {
+	var sum [sha256.Size]byte
+	var tsb [24]byte
+	w.mac.Reset()
+	w.mac.Write(append(strconv.AppendInt(tsb[:0], ts, 10), '.'))
+	w.mac.Write(body)
+	dst = append(dst, "t="...)
+	dst = strconv.AppendInt(dst, ts, 10)
+	dst = append(dst, ",v1="...)
+	return hex.AppendEncode(dst, w.mac.Sum(sum[:0]))
+}
+
+// appendEvent appends a Stripe-shaped event with this ID, padded to size
+// bytes (at least about 330: the fields come first). The same ID always
+// gives the same body (a retry resends it).
+func appendEvent(dst []byte, id string, size int) []byte {
+	start := len(dst)
+	h := uint64(0)
+	for i := 0; i < len(id); i++ {
+		h = h*131 + uint64(id[i])
+	}
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, id...)
+	dst = append(dst, `","object":"event","api_version":"2024-06-20","created":`...)
+	dst = strconv.AppendUint(dst, 1700000000+h%100000000, 10)
+	dst = append(dst, `,"type":"`...)
+	dst = append(dst, eventTypes[h%uint64(len(eventTypes))]...)
+	dst = append(dst, `","livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},`...)
+	dst = append(dst, `"data":{"object":{"id":"in_`...)
+	dst = strconv.AppendUint(dst, h, 36)
+	dst = append(dst, `","object":"invoice","currency":"usd","amount_due":`...)
+	dst = strconv.AppendUint(dst, h%100000, 10)
+	dst = append(dst, `,"customer":"cus_`...)
+	dst = strconv.AppendUint(dst, h%1000003, 36)
+	dst = append(dst, `","description":"`...)
+	const tail = `"}}}`
+	const pad = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
+	for n := size - (len(dst) - start) - len(tail); n > 0; n -= len(pad) {
+		dst = append(dst, pad[:min(n, len(pad))]...)
+	}
+	return append(dst, tail...)
+}

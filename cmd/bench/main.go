@@ -1,0 +1,525 @@
+// Command bench measures hookgate on this machine, end to end, and prints a
+// markdown table.
+//
+//	go run ./cmd/bench                 # full run, about 70 seconds
+//	go run ./cmd/bench -soak 5m        # plus 5 minutes at half the peak rate (memory flatness)
+//	go run ./cmd/bench -cpuprofile cpu.out   # profile the gateway during the peak phase
+//
+// It builds ./cmd/gateway, writes a config in a temporary directory
+// (embedded JetStream, one Stripe source, one route to a fast downstream
+// served by the bench process) and runs the gateway as a child process, so
+// that its memory can be read from /proc/<pid>/status. The bench process
+// drives it with Stripe-signed ~1 KiB events (10% repeats of earlier events,
+// as providers retry) over 64 keep-alive connections:
+//
+//  1. the same load against a bare Fiber handler that reads the body (this
+//     binary re-executed with -bare), for the ratio: absolute numbers drift
+//     between machines;
+//  2. the gateway at its peak: every connection sends its next request as
+//     soon as the previous one is answered;
+//  3. the time until every accepted event was delivered to the downstream
+//     (end-to-end delivery rate, from the first accepted to the last
+//     delivered) while the outbox backlog and RSS are sampled;
+//  4. the gateway at half the peak rate, on a fixed schedule, latency
+//     counted from when each request was due;
+//  5. with -soak, more of 4, for memory flatness.
+//
+// The bench reports; it asserts nothing.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration, half, bareDuration, warmup, soak, drainTimeout, sample time.Duration
+	conns, size, routeConcurrency, batchMax                          int
+	repeat                                                           float64
+	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
+	noRoute                                                          bool
+	keep                                                             bool
+
+	// Internal modes: this binary re-executed as a server under test.
+	bareAddr, serveConfig string
+}
+
+func main() {
+	o := &options{}
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "peak phase: closed-loop load on the gateway")
+	flag.DurationVar(&o.half, "half", 15*time.Second, "second phase: the gateway at half the peak rate (0 skips it)")
+	flag.DurationVar(&o.bareDuration, "bare-duration", 10*time.Second, "the same load on a bare Fiber handler (0 skips it)")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured load before each measured closed-loop phase")
+	flag.DurationVar(&o.soak, "soak", 0, "long run at half the peak rate after the other phases, for memory flatness (e.g. 5m)")
+	flag.DurationVar(&o.drainTimeout, "drain-timeout", 3*time.Minute, "longest wait for every accepted event to be delivered")
+	flag.DurationVar(&o.sample, "sample", time.Second, "sampling interval of backlog and RSS")
+	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections (one sender each)")
+	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
+	flag.Float64Var(&o.repeat, "repeat", 0.10, "share of requests that repeat an earlier event")
+	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
+	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
+	flag.StringVar(&o.logLevel, "log-level", "info", "log.level of the generated config")
+	flag.StringVar(&o.gateway, "gateway", "", "a gateway binary to run instead of building ./cmd/gateway")
+	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway's peak phase to this file (runs the gateway code in this binary, still as a separate process)")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the gateway to this file at the end (like -cpuprofile)")
+	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof of the gateway on this address, e.g. 127.0.0.1:6060 (like -cpuprofile; block and mutex profiling on, which slows it)")
+	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
+	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
+	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
+	flag.Parse()
+
+	switch {
+	case o.bareAddr != "":
+		os.Exit(serveBare(o.bareAddr))
+	case o.serveConfig != "":
+		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, o)
+	if rep != "" {
+		fmt.Print(rep)
+		if o.out != "" {
+			if werr := os.WriteFile(o.out, []byte(rep), 0o644); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// sample is one reading of the gateway's state.
+type sample struct {
+	at                  time.Duration // since the gateway's load started
+	phase               string
+	accepted, delivered int64
+	backlog             int64 // outbox: accepted, not yet acknowledged by JetStream
+	rss                 int64
+}
+
+// report collects everything the run measured.
+type report struct {
+	o                        *options
+	bare, peak, half         result
+	halfRate                 float64
+	deliveryRate             float64
+	deliveryTime             time.Duration
+	delivered, requests      int64
+	drained                  bool
+	rssIdle, rssPeak, rssEnd int64
+	hwm                      int64
+	soakStart, soakEnd       int64
+	soakMax                  int64
+	peakCPU, halfCPU         cpuSplit
+	samples                  []sample
+	lastErr                  string
+}
+
+func run(ctx context.Context, o *options) (string, error) {
+	dir, err := os.MkdirTemp("", "hookgate-bench-")
+	if err != nil {
+		return "", err
+	}
+	if o.keep {
+		logf("keeping %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	r := &report{o: o}
+	tag := strconv.FormatInt(time.Now().Unix()%100000, 36)
+
+	// 1. Bare Fiber.
+	if o.bareDuration > 0 {
+		addr, err := freeAddr()
+		if err != nil {
+			return "", err
+		}
+		p, err := startProc("bare fiber", filepath.Join(dir, "bare.log"), self, "-bare", addr)
+		if err != nil {
+			return "", err
+		}
+		err = waitHTTP(p, addr, 30*time.Second)
+		if err == nil {
+			l := newLoader(addr, o.conns, o.size, o.repeat, tag+"b")
+			logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
+			l.closedLoop(ctx, o.warmup)
+			r.bare = l.closedLoop(ctx, o.bareDuration)
+			l.client.CloseIdleConnections()
+			logf("bare fiber: %.0f req/s", r.bare.rate())
+		}
+		err = errors.Join(err, p.stop(10*time.Second))
+		if err != nil {
+			return "", fmt.Errorf("bare fiber: %w", err)
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+	}
+
+	// 2. The gateway.
+	bin := o.gateway
+	inProcess := o.cpuprofile != "" || o.memprofile != "" || o.pprofAddr != ""
+	if bin == "" && !inProcess {
+		logf("building ./cmd/gateway")
+		if bin, err = buildGateway(ctx, dir); err != nil {
+			return "", err
+		}
+	}
+	ds, err := startDownstream()
+	if err != nil {
+		return "", err
+	}
+	defer ds.close()
+	addr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	cfgPath, err := writeConfig(dir, addr, ds.url(), o)
+	if err != nil {
+		return "", err
+	}
+	argv := []string{bin, "-config", cfgPath}
+	if bin == "" {
+		argv = []string{self, "-serve-gateway", cfgPath}
+		if o.cpuprofile != "" {
+			abs, _ := filepath.Abs(o.cpuprofile)
+			argv = append(argv, "-cpuprofile", abs)
+		}
+		if o.memprofile != "" {
+			abs, _ := filepath.Abs(o.memprofile)
+			argv = append(argv, "-memprofile", abs)
+		}
+		if o.pprofAddr != "" {
+			argv = append(argv, "-pprof", o.pprofAddr)
+		}
+	}
+	gw, err := startProc("gateway", filepath.Join(dir, "gateway.log"), argv...)
+	if err != nil {
+		return "", err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			gw.stop(30 * time.Second)
+		}
+	}()
+	if err := waitHTTP(gw, addr, 60*time.Second); err != nil {
+		return "", err
+	}
+	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
+	r.rssIdle, _ = gw.memory()
+	ob, err := openOutbox(filepath.Join(dir, "data", "hookgate.db"))
+	if err != nil {
+		return "", err
+	}
+	defer ob.close()
+
+	l := newLoader(addr, o.conns, o.size, o.repeat, tag+"g")
+	var phase atomic.Value
+	phase.Store("warm-up")
+	start := time.Now()
+	samplerDone := make(chan struct{})
+	sampleCtx, cancelSampler := context.WithCancel(ctx)
+	stopSampler := func() { cancelSampler(); <-samplerDone }
+	var mu sync.Mutex
+	go func() {
+		defer close(samplerDone)
+		t := time.NewTicker(o.sample)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+			}
+			rss, _ := gw.memory()
+			s := sample{at: time.Since(start), phase: phase.Load().(string),
+				accepted: l.accepted.Load(), delivered: ds.distinct.Load(), backlog: ob.backlog(), rss: rss}
+			mu.Lock()
+			r.samples = append(r.samples, s)
+			mu.Unlock()
+		}
+	}()
+	defer stopSampler()
+
+	// 3. Peak: closed loop.
+	logf("gateway: warm-up %s, then %s closed loop over %d connections", o.warmup, o.duration, o.conns)
+	l.closedLoop(ctx, o.warmup)
+	phase.Store("peak")
+	signalProfile(gw, o, syscall.SIGUSR1)
+	m := measureCPU(gw)
+	r.peak = l.closedLoop(ctx, o.duration)
+	r.peakCPU = m.done()
+	signalProfile(gw, o, syscall.SIGUSR2)
+	r.rssPeak, _ = gw.memory()
+	logf("gateway: %.0f events/s at peak (p99 %s); waiting for delivery", r.peak.rate(), r.peak.pct(99))
+
+	// 4. Delivery of everything accepted so far.
+	phase.Store("drain")
+	want := l.accepted.Load()
+	if o.noRoute {
+		r.drained = waitOutbox(ctx, ob, o.drainTimeout)
+	} else {
+		r.drained = waitDelivered(ctx, ds, want, o.drainTimeout)
+	}
+	if first := l.firstAccepted.Load(); first > 0 {
+		r.deliveryTime = time.Duration(ds.last.Load() - first)
+		if r.deliveryTime > 0 {
+			r.deliveryRate = float64(min(ds.distinct.Load(), want)) / r.deliveryTime.Seconds()
+		}
+	}
+	logf("gateway: %d of %d accepted events delivered, %.0f events/s end to end", ds.distinct.Load(), want, r.deliveryRate)
+
+	// 5. Half the peak rate, on a schedule.
+	if o.half > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
+		phase.Store("half")
+		r.halfRate = r.peak.rate() / 2
+		logf("gateway: %s at %.0f events/s (half the peak)", o.half, r.halfRate)
+		m := measureCPU(gw)
+		r.half = l.openLoop(ctx, o.half, r.halfRate)
+		r.halfCPU = m.done()
+		logf("gateway: p99 %s at half the peak", r.half.pct(99))
+	}
+
+	// 6. Soak.
+	if o.soak > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
+		phase.Store("soak")
+		r.soakStart, _ = gw.memory()
+		logf("gateway: soak, %s at %.0f events/s", o.soak, r.peak.rate()/2)
+		l.openLoop(ctx, o.soak, r.peak.rate()/2)
+		r.soakEnd, _ = gw.memory()
+		mu.Lock()
+		for _, s := range r.samples {
+			if s.phase == "soak" {
+				r.soakMax = max(r.soakMax, s.rss)
+			}
+		}
+		mu.Unlock()
+	}
+	phase.Store("drain")
+	if o.noRoute {
+		waitOutbox(ctx, ob, o.drainTimeout)
+	} else {
+		waitDelivered(ctx, ds, l.accepted.Load(), o.drainTimeout)
+	}
+	r.delivered, r.requests = ds.distinct.Load(), ds.requests.Load()
+	r.rssEnd, r.hwm = gw.memory()
+	if e, ok := l.lastErr.Load().(string); ok {
+		r.lastErr = e
+	}
+	l.client.CloseIdleConnections()
+	stopSampler()
+
+	stopped = true
+	if err := gw.stop(60 * time.Second); err != nil {
+		logf("gateway stop: %v\n%s", err, gw.tail())
+	}
+	return r.markdown(), ctx.Err()
+}
+
+// cpuSplit is the CPU used during a phase, in cores: by the gateway, by
+// the bench process, and by everything else on the machine (other
+// processes, kernel threads), which disturbs the measurement.
+type cpuSplit struct{ gateway, bench, other float64 }
+
+func (c cpuSplit) String() string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f cores of %d", c.gateway, c.bench, c.other, runtime.NumCPU())
+}
+
+type cpuMeter struct {
+	gw               *proc
+	start            time.Time
+	g0, b0, machine0 time.Duration
+}
+
+func measureCPU(gw *proc) *cpuMeter {
+	return &cpuMeter{gw: gw, start: time.Now(), g0: gw.cpuTime(), b0: selfCPU(), machine0: machineBusy()}
+}
+
+func (m *cpuMeter) done() cpuSplit {
+	secs := time.Since(m.start).Seconds()
+	g, b, all := m.gw.cpuTime()-m.g0, selfCPU()-m.b0, machineBusy()-m.machine0
+	return cpuSplit{g.Seconds() / secs, b.Seconds() / secs, max(0, (all-g-b).Seconds()/secs)}
+}
+
+// signalProfile starts (SIGUSR1) or stops (SIGUSR2) the CPU profile of an
+// in-process gateway.
+func signalProfile(p *proc, o *options, sig syscall.Signal) {
+	if o.cpuprofile != "" {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
+// waitOutbox waits until the outbox is empty.
+func waitOutbox(ctx context.Context, ob *outbox, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for ob.backlog() != 0 {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// waitDelivered waits until the downstream has seen want distinct events.
+func waitDelivered(ctx context.Context, ds *downstream, want int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for ds.distinct.Load() < want {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	o := r.o
+	fmt.Fprintf(&b, "## hookgate benchmark\n\n")
+	fmt.Fprintf(&b, "- machine: %s, nproc %d, %s, %s %s/%s\n", cpuModel(), runtime.NumCPU(), kernel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats\n",
+		o.conns, o.size, o.repeat*100)
+	fmt.Fprintf(&b, "- gateway: embedded JetStream, SQLite WAL synchronous=FULL (a 2xx only after the fsync'd commit), route concurrency %d, log level %s\n",
+		o.routeConcurrency, o.logLevel)
+	fmt.Fprintf(&b, "- command: `go run ./cmd/bench %s`\n\n", strings.Join(os.Args[1:], " "))
+
+	b.WriteString("| metric | result | target | met |\n|---|---:|---|---|\n")
+	ratio := 0.0
+	if r.bare.rate() > 0 {
+		ratio = r.peak.rate() / r.bare.rate()
+		fmt.Fprintf(&b, "| bare Fiber handler, same load (%s) | %s req/s | | |\n", o.bareDuration, num(r.bare.rate()))
+	}
+	fmt.Fprintf(&b, "| intake at peak (%s closed loop) | %s events/s | | |\n", o.duration, num(r.peak.rate()))
+	if ratio > 0 {
+		fmt.Fprintf(&b, "| intake / bare Fiber | %.1f %% | ≥ 30 %% (aim 50 %%) | %s |\n", ratio*100, yes(ratio >= 0.30))
+	}
+	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 | %s / %s / %s | | |\n",
+		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)))
+	if r.halfRate > 0 {
+		fmt.Fprintf(&b, "| p99 at half the peak (%s events/s offered, %s served) | %s (p50 %s, p99.9 %s) | < 25 ms | %s |\n",
+			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)),
+			yes(r.half.pct(99) < 25*time.Millisecond && r.half.rate() > 0.95*r.halfRate))
+	}
+	drained := ""
+	if !r.drained {
+		drained = " (not all delivered within -drain-timeout)"
+	}
+	fmt.Fprintf(&b, "| end-to-end delivery, first accepted → last delivered | %s events/s over %s%s | ≥ 5,000/s | %s |\n",
+		num(r.deliveryRate), r.deliveryTime.Round(10*time.Millisecond), drained, yes(r.deliveryRate >= 5000))
+	var maxBacklog, maxUndelivered int64
+	for _, s := range r.samples {
+		maxBacklog = max(maxBacklog, s.backlog)
+		maxUndelivered = max(maxUndelivered, s.accepted-s.delivered)
+	}
+	fmt.Fprintf(&b, "| publish backlog (outbox), max sampled | %s events | | |\n", num(float64(maxBacklog)))
+	fmt.Fprintf(&b, "| accepted but not yet delivered, max sampled | %s events | | |\n", num(float64(maxUndelivered)))
+	fmt.Fprintf(&b, "| peak RSS (VmHWM) | %s | < 200 MB | %s |\n", mb(r.hwm), yes(r.hwm < 200<<20))
+	fmt.Fprintf(&b, "| RSS idle → after peak → end | %s → %s → %s | | |\n", mb(r.rssIdle), mb(r.rssPeak), mb(r.rssEnd))
+	if o.soak > 0 {
+		growth := float64(r.soakEnd-r.soakStart) / float64(max(r.soakStart, 1))
+		fmt.Fprintf(&b, "| soak %s: RSS start → end (max) | %s → %s (%s) | flat | %s |\n",
+			o.soak, mb(r.soakStart), mb(r.soakEnd), mb(r.soakMax), yes(growth < 0.10))
+	}
+	fmt.Fprintf(&b, "| CPU at peak: gateway / bench (load + downstream) / other processes | %s | | |\n", r.peakCPU)
+	if r.halfRate > 0 {
+		fmt.Fprintf(&b, "| CPU at half the peak: gateway / bench / other processes | %s | | |\n", r.halfCPU)
+	}
+	fmt.Fprintf(&b, "| answers at peak: accepted / duplicate / failed | %d / %d / %d | | |\n",
+		r.peak.accepted, r.peak.duplicate, r.peak.failed)
+	fmt.Fprintf(&b, "| downstream: distinct events / requests | %d / %d | | |\n", r.delivered, r.requests)
+	if r.lastErr != "" {
+		fmt.Fprintf(&b, "\nlast failed request: `%s`\n", strings.ReplaceAll(r.lastErr, "\n", " "))
+	}
+
+	// Time series, at most about 40 rows.
+	if len(r.samples) > 0 {
+		b.WriteString("\n| t | phase | intake/s | delivered/s | outbox backlog | undelivered | RSS |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		step := max(1, (len(r.samples)+39)/40)
+		var prev sample
+		for i := 0; i < len(r.samples); i += step {
+			s := r.samples[i]
+			dt := (s.at - prev.at).Seconds()
+			fmt.Fprintf(&b, "| %.0fs | %s | %s | %s | %s | %s | %s |\n", s.at.Seconds(), s.phase,
+				num(float64(s.accepted-prev.accepted)/dt), num(float64(s.delivered-prev.delivered)/dt),
+				num(float64(s.backlog)), num(float64(s.accepted-s.delivered)), mb(s.rss))
+			prev = s
+		}
+	}
+	return b.String()
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func mb(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/(1<<20)) }
+
+// num formats n with thousands separators.
+func num(n float64) string {
+	s := strconv.FormatInt(int64(math.Round(n)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	if len(b) == 0 {
+		return runtime.GOOS
+	}
+	return "Linux " + strings.TrimSpace(string(b))
+}
