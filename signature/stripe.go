@@ -99,7 +99,7 @@ func parseStripe(v string, sigs [][sha256.Size]byte) (int64, [][sha256.Size]byte
 		var item string
 		item, rest, more = strings.Cut(rest, ",")
 		key, val, ok := strings.Cut(trimOWS(item), "=")
-		if !ok || key == "" {
+		if !ok { // an empty key is ignored, as Stripe does
 			return 0, sigs, errStripeElement
 		}
 		switch key {

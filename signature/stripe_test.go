@@ -84,7 +84,7 @@ func TestStripe(t *testing.T) {
 		{"duplicate timestamp", []string{stripeSecretA}, t0 + "," + t0 + ",v1=" + goodHex, body, now, ErrMalformed},
 		{"element without equals", []string{stripeSecretA}, good.Header + ",v1", body, now, ErrMalformed},
 		{"trailing comma", []string{stripeSecretA}, good.Header + ",", body, now, ErrMalformed},
-		{"empty key", []string{stripeSecretA}, "=1," + good.Header, body, now, ErrMalformed},
+		{"empty key ignored, as Stripe does", []string{stripeSecretA}, "=1," + good.Header, body, now, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
