@@ -16,6 +16,8 @@ import (
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/hookgate/hookgate/config"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const secret = "whsec_app_test_secret"
@@ -71,17 +73,7 @@ func postStripe(t *testing.T, a *App, id string) (int, string) {
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, what, 20*time.Second, cond)
 }
 
 func streamMsgs(a *App) uint64 {

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/hookgate/hookgate/store"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 func get(t *testing.T, url, token string) (int, string) {
@@ -63,17 +65,7 @@ func (r readyAnswer) check(name string) check {
 
 func runNATS(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return gatewaytest.RunNATS(t, port, dir)
 }
 
 func freePort(t *testing.T) int {

@@ -16,44 +16,20 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/hookgate/hookgate/store"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// runServer starts a standalone JetStream server on a free (or given) port,
-// storing under dir.
 func runServer(t testing.TB, port int, dir string) *server.Server {
 	t.Helper()
-	if port == 0 {
-		port = -1
-	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return gatewaytest.RunNATS(t, port, dir)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, what, timeout, cond)
 }
 
 func streamMsgs(t testing.TB, b *Broker) uint64 {

@@ -24,6 +24,8 @@ import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const (
@@ -190,17 +192,7 @@ func (g *gateway) post(t *testing.T, source string, body []byte, hdr map[string]
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, what, 30*time.Second, cond)
 }
 
 func (g *gateway) delivery(t *testing.T, route, source, id string) *store.Delivery {

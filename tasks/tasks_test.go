@@ -24,6 +24,8 @@ import (
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const (
@@ -157,17 +159,7 @@ func (h *harness) submit(t *testing.T, key, body string) answer {
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	gatewaytest.WaitFor(t, what, 30*time.Second, cond)
 }
 
 func TestAnswers(t *testing.T) {

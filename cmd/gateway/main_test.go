@@ -22,6 +22,8 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stripe/stripe-go/v83/webhook"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const secret = "whsec_subprocess_secret"
@@ -160,17 +162,7 @@ func post(client *http.Client, addr, id string) (int, string, error) {
 
 func runNATS(t *testing.T, port int, dir string) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return gatewaytest.RunNATS(t, port, dir)
 }
 
 // streamIDs returns how often each event ID is in the stream.

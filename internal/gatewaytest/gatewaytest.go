@@ -1,0 +1,48 @@
+// Package gatewaytest holds what hookgate's tests share: an in-process
+// JetStream server with file storage, and polling with a deadline in place
+// of sleeps.
+package gatewaytest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// WaitFor polls cond every 10ms until it holds; after timeout it fails t
+// with what it waited for and cond's last state.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// RunNATS starts a JetStream server on 127.0.0.1:port (a free port when
+// port is 0) storing under dir, and shuts it down when the test ends.
+func RunNATS(t testing.TB, port int, dir string) *server.Server {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: dir, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
