@@ -4,6 +4,7 @@
 package gatewaytest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -45,4 +46,15 @@ func RunNATS(t testing.TB, port int, dir string) *server.Server {
 	}
 	t.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -35,6 +35,8 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stripe/stripe-go/v83/webhook"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const (
@@ -331,12 +333,7 @@ func (s *scenario) logPath(run int) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return gatewaytest.FreePort(t)
 }
 
 // sleepUntil sleeps d, or less if stop closes first; it reports whether the
