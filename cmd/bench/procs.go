@@ -199,6 +199,19 @@ sources:
 	if o.batchMax > 0 {
 		cfg += fmt.Sprintf("store:\n  batch_max: %d\n", o.batchMax)
 	}
+	var nats []string
+	switch {
+	case o.natsSync == "always":
+		nats = append(nats, "sync_always: true")
+	case o.natsSync != "":
+		nats = append(nats, fmt.Sprintf("sync_interval: %q", o.natsSync))
+	}
+	if o.dupWindow != "" {
+		nats = append(nats, fmt.Sprintf("duplicate_window: %q", o.dupWindow))
+	}
+	if len(nats) > 0 {
+		cfg += "nats:\n  " + strings.Join(nats, "\n  ") + "\n"
+	}
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
