@@ -141,8 +141,8 @@ func (p *Policy) Transport() *http.Transport {
 		Proxy:                  nil,
 		DialContext:            p.DialContext,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    10,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    64, // above tasks.concurrency (default 16): fewer idle slots than attempts in flight churn connections
 		IdleConnTimeout:        idleConnTimeout,
 		TLSHandshakeTimeout:    tlsHandshakeTimeout,
 		ExpectContinueTimeout:  time.Second,
