@@ -94,42 +94,85 @@ func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 // that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
 // stored values.
 func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
-	now := time.Now().UnixMilli()
+	// The writer runs the round (see commit); it is done with d and
+	// attempts when submit returns.
+	o := getOp()
+	o.round, o.attempts, o.now = d, attempts, time.Now().UnixMilli()
+	err := s.submit(ctx, o)
+	putOp(o)
+	if err != nil {
+		return fmt.Errorf("record delivery round: %w", err)
+	}
+	return nil
+}
+
+// deliveryStmts are the statements of a delivery round, prepared once on
+// the writer.
+type deliveryStmts struct {
+	upsert, attempt *sql.Stmt
+}
+
+func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
+	var err error
+	p.upsert, err = w.PrepareContext(ctx, `
+		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
+			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (route, source, event_id) DO UPDATE SET
+			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
+			attempts = deliveries.attempts + excluded.attempts,
+			rounds = max(deliveries.rounds, excluded.rounds),
+			last_status = CASE WHEN excluded.attempts > 0 THEN excluded.last_status ELSE deliveries.last_status END,
+			last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE deliveries.last_error END,
+			next_attempt_at = excluded.next_attempt_at,
+			updated_at = excluded.updated_at
+		RETURNING id, attempts`)
+	if err != nil {
+		return fmt.Errorf("delivery upsert: %w", err)
+	}
+	p.attempt, err = w.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms,
+		status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("attempt insert: %w", err)
+	}
+	return nil
+}
+
+func (p *deliveryStmts) close() {
+	for _, s := range []*sql.Stmt{p.upsert, p.attempt} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// roundStmts are a batch's delivery statements, bound to its transaction.
+type roundStmts struct{ upsert, attempt *sql.Stmt }
+
+// record writes one round (see RecordRound), now in unix ms.
+func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	var next any
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var total int
-		err := tx.QueryRow(`
-			INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
-				rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (route, source, event_id) DO UPDATE SET
-				state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
-				attempts = deliveries.attempts + excluded.attempts,
-				rounds = max(deliveries.rounds, excluded.rounds),
-				last_status = CASE WHEN excluded.attempts > 0 THEN excluded.last_status ELSE deliveries.last_status END,
-				last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE deliveries.last_error END,
-				next_attempt_at = excluded.next_attempt_at,
-				updated_at = excluded.updated_at
-			RETURNING id, attempts`,
-			d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State, len(attempts),
-			d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&d.ID, &total)
-		if err != nil {
-			return err
+	var id int64
+	var total int
+	if err := rs.upsert.QueryRow(d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
+		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&id, &total); err != nil {
+		return fmt.Errorf("upsert delivery: %w", err)
+	}
+	// Attempt numbers continue from the stored count, which only this
+	// writer changes: they are unique per delivery.
+	first := total - len(attempts)
+	for i := range attempts {
+		a := &attempts[i]
+		if _, err := rs.attempt.Exec(id, first+i+1, a.StartedAt.UnixMilli(), a.Duration.Milliseconds(),
+			a.Status, a.Error, a.Response); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
 		}
-		first := total - len(attempts)
-		for i, a := range attempts {
-			if _, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status, error, response)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, d.ID, first+i+1, a.StartedAt.UnixMilli(), a.Duration.Milliseconds(),
-				a.Status, a.Error, a.Response); err != nil {
-				return err
-			}
-		}
-		d.Attempts = total
-		return nil
-	})
+	}
+	d.ID, d.Attempts = id, total
+	return nil
 }
 
 // SetDeliveryState changes a delivery's state (e.g. to pending for a manual
