@@ -80,7 +80,7 @@ func (s *Store) queryDelivery(ctx context.Context, where string, args ...any) (*
 
 // Delivery returns the delivery of an event to a route, or ErrNotFound.
 func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*Delivery, error) {
-	return s.queryDelivery(ctx, `route = ? AND source = ? AND event_id = ?`, route, source, eventID)
+	return s.queryDelivery(ctx, `source = ? AND event_id = ? AND route = ?`, source, eventID, route)
 }
 
 // DeliveryByID returns one delivery, or ErrNotFound.
@@ -118,7 +118,7 @@ func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
 			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (route, source, event_id) DO UPDATE SET
+		ON CONFLICT (source, event_id, route) DO UPDATE SET
 			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
 			attempts = deliveries.attempts + excluded.attempts,
 			rounds = max(deliveries.rounds, excluded.rounds),
