@@ -32,7 +32,7 @@ import (
 
 // Store is what the engine needs from the store.
 type Store interface {
-	Delivery(ctx context.Context, route, source, eventID string) (*store.Delivery, error)
+	DeliveryStatus(ctx context.Context, route, source, eventID string) (store.DeliveryStatus, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
@@ -350,10 +350,9 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.Ack()
 		return
 	}
-	prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.source, ev.id)
+	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.source, ev.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		prev = nil
 	case err != nil:
 		e.log.Warn("delivery state unavailable; redelivering later", "route", r.cfg.Name, "err", err)
 		msg.NakWithDelay(5 * time.Second)
@@ -445,7 +444,8 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	if e.abort == nil {
 		return d, ErrNotRunning
 	}
-	orig := *d
+	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
+		NextAttemptAt: d.NextAttemptAt}
 	if _, err := e.store.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
 		return d, err
 	}
@@ -457,7 +457,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
-		e.round(e.roundCtx, r, env, &orig, true)
+		e.round(e.roundCtx, r, env, orig, true)
 	}()
 	return d, nil
 }

@@ -67,10 +67,9 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
-		prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.Source, ev.ID)
+		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Source, ev.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			prev = nil
 		case err != nil:
 			return out, err
 		}

@@ -106,13 +106,15 @@ func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt
 	return nil
 }
 
-// deliveryStmts are the statements of a delivery round, prepared once on
-// the writer.
+// deliveryStmts are the statements of the delivery engine's hot path,
+// prepared once: the round's writes on the writer, the lookup on the
+// readers.
 type deliveryStmts struct {
-	upsert, attempt *sql.Stmt
+	upsert, attempt *sql.Stmt // writer
+	status          *sql.Stmt // readers
 }
 
-func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
+func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
 	var err error
 	p.upsert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
@@ -135,11 +137,16 @@ func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("attempt insert: %w", err)
 	}
+	p.status, err = r.PrepareContext(ctx, `SELECT id, state, attempts, rounds, next_attempt_at
+		FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`)
+	if err != nil {
+		return fmt.Errorf("delivery status: %w", err)
+	}
 	return nil
 }
 
 func (p *deliveryStmts) close() {
-	for _, s := range []*sql.Stmt{p.upsert, p.attempt} {
+	for _, s := range []*sql.Stmt{p.upsert, p.attempt, p.status} {
 		if s != nil {
 			s.Close()
 		}
@@ -173,6 +180,44 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	}
 	d.ID, d.Attempts = id, total
 	return nil
+}
+
+// DeliveryStatus is what the delivery engine reads of a delivery before a
+// round.
+type DeliveryStatus struct {
+	ID            int64
+	State         string
+	Attempts      int
+	Rounds        int
+	NextAttemptAt time.Time // zero unless retrying
+}
+
+// Terminal reports whether no further round will run on its own.
+func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
+
+// DeliveryStatus returns where the delivery of an event to a route stands,
+// or ErrNotFound: the engine's lookup, one prepared statement and only the
+// columns a round needs (Delivery reads the whole row).
+func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID string) (DeliveryStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return DeliveryStatus{}, err
+	}
+	var d DeliveryStatus
+	var next sql.NullInt64
+	// One indexed row: not worth making cancellable, which costs a
+	// goroutine in database/sql and a context hook in the driver per call.
+	err := s.dstmts.status.QueryRowContext(context.WithoutCancel(ctx), source, eventID, route).Scan(
+		&d.ID, &d.State, &d.Attempts, &d.Rounds, &next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return DeliveryStatus{}, ErrNotFound
+	}
+	if err != nil {
+		return DeliveryStatus{}, fmt.Errorf("%w: delivery status: %w", ErrUnavailable, err)
+	}
+	if next.Valid {
+		d.NextAttemptAt = time.UnixMilli(next.Int64)
+	}
+	return d, nil
 }
 
 // SetDeliveryState changes a delivery's state (e.g. to pending for a manual

@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mattn/go-sqlite3"
 )
 
 // BenchmarkRecordRound is the delivery engine's write: 64 concurrent
@@ -42,11 +45,16 @@ func BenchmarkRecordRound(b *testing.B) {
 }
 
 // BenchmarkDeliveryLookup is the engine's read before each round: 64
-// concurrent lookups by (route, source, event_id) among 20,000 deliveries.
+// concurrent lookups by (route, source, event_id) among 20,000
+// deliveries, with a cancellable context as the engine's (its rounds').
+// Delivery reads the whole row; DeliveryStatus what a round needs; driver
+// is DeliveryStatus's query on go-sqlite3's own statement, without
+// database/sql (4 goroutines, one per read connection).
 func BenchmarkDeliveryLookup(b *testing.B) {
 	var commits, writes atomic.Int64
 	s := openBenchStore(b, &commits, &writes)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	const rows = 20000
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		for i := 0; i < rows; i++ {
@@ -61,21 +69,77 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	c0 := cpuTime()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		r := rand.New(rand.NewPCG(rand.Uint64(), 1))
-		for pb.Next() {
-			if _, err := s.Delivery(ctx, "billing", "stripe", fmt.Sprintf("evt_%d", r.IntN(rows))); err != nil {
+	ids := make([]string, rows)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("evt_%d", i)
+	}
+	run := func(b *testing.B, parallelism int, body func(pb *testing.PB, r *rand.Rand)) {
+		b.SetParallelism(parallelism)
+		b.ReportAllocs()
+		c0 := cpuTime()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) { body(pb, rand.New(rand.NewPCG(rand.Uint64(), 1))) })
+		b.StopTimer()
+		b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("Delivery", func(b *testing.B) {
+		run(b, 32, func(pb *testing.PB, r *rand.Rand) {
+			for pb.Next() {
+				if _, err := s.Delivery(ctx, "billing", "stripe", ids[r.IntN(rows)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("DeliveryStatus", func(b *testing.B) {
+		run(b, 32, func(pb *testing.PB, r *rand.Rand) {
+			for pb.Next() {
+				if _, err := s.DeliveryStatus(ctx, "billing", "stripe", ids[r.IntN(rows)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("driver", func(b *testing.B) {
+		run(b, 2, func(pb *testing.PB, r *rand.Rand) {
+			conn, err := s.r.Conn(ctx)
+			if err != nil {
 				b.Error(err)
 				return
 			}
-		}
+			defer conn.Close()
+			err = conn.Raw(func(dc any) error {
+				st, err := dc.(*sqlite3.SQLiteConn).Prepare(`SELECT id, state, attempts, rounds, next_attempt_at
+					FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				args := []driver.NamedValue{{Ordinal: 1, Value: "stripe"}, {Ordinal: 2}, {Ordinal: 3, Value: "billing"}}
+				dest := make([]driver.Value, 5)
+				for pb.Next() {
+					args[1].Value = ids[r.IntN(rows)]
+					rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
+					if err != nil {
+						return err
+					}
+					if err := rows.Next(dest); err != nil {
+						rows.Close()
+						return err
+					}
+					if err := rows.Close(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Error(err)
+			}
+		})
 	})
-	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkRecordRoundWriter is the writer's share of RecordRound alone:

@@ -156,7 +156,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		ckptStop: make(chan struct{}),
 		ckptDone: make(chan struct{}),
 	}
-	if err := errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w)); err != nil {
+	if err := errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w, r)); err != nil {
 		s.stmts.close()
 		s.dstmts.close()
 		s.w.Close()
