@@ -350,6 +350,14 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.Ack()
 		return
 	}
+	// One round per event at a time: a copy that comes while one runs
+	// comes back shortly, and then reads its outcome.
+	k := eventKey{ev.source, ev.id}
+	if !r.running.tryStart(k) {
+		msg.NakWithDelay(roundRunningRetry)
+		return
+	}
+	defer r.running.done(k)
 	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.source, ev.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -410,6 +418,10 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 // could not be recorded.
 const unrecordedRetry = 5 * time.Second
 
+// roundRunningRetry is how long a message waits when a round for its event
+// is already running in this process.
+const roundRunningRetry = time.Second
+
 // roundSucceeded is a round's outcome for the breaker: nil when it says
 // nothing of the downstream's health (cut short, or 410 Gone).
 func roundSucceeded(d *store.Delivery) *bool {
@@ -457,9 +469,20 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
-		e.round(e.roundCtx, r, env, orig, true)
+		e.manualRound(r, env, orig)
 	}()
 	return d, nil
+}
+
+// manualRound runs an operator's round once no other round of the event
+// runs on r (waiting for it), unless the engine stops first.
+func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus) {
+	k := eventKey{ev.source, ev.id}
+	if !r.running.start(e.roundCtx, k) {
+		return
+	}
+	defer r.running.done(k)
+	e.round(e.roundCtx, r, ev, prev, true)
 }
 
 // Errors of Retry.

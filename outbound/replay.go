@@ -82,7 +82,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		e.inflight.Add(1)
 		go func() {
 			defer e.inflight.Done()
-			e.round(e.roundCtx, r, env, prev, true)
+			e.manualRound(r, env, prev)
 		}()
 	}
 	return out, nil
