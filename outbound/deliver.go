@@ -112,20 +112,17 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 }
 
 // round delivers one event to one route: a few quick attempts, then the
-// outcome is recorded. It returns the recorded delivery, or nil when the
-// round was cut short by a stop or could not be recorded (the caller hands
-// the message back). manual rounds (operator retries) do not advance the
-// long schedule.
-func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev *store.Delivery, manual bool) *store.Delivery {
+// outcome is recorded. prev is the delivery as stored (zero if none). It
+// returns the recorded delivery, or nil when the round was cut short by a
+// stop or could not be recorded (the caller hands the message back).
+// manual rounds (operator retries) do not advance the long schedule.
+func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool) *store.Delivery {
 	key := IdempotencyKey(r.cfg.Name, ev.source, ev.id)
-	st := &roundState{r: r, key: key, body: ev.body}
+	st := &roundState{r: r, key: key, body: ev.body, base: prev.Attempts}
 	d := &store.Delivery{Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
-		IdempotencyKey: key, State: store.StatePending}
-	if prev != nil {
-		st.base = prev.Attempts
-		d.Rounds = prev.Rounds
+		IdempotencyKey: key, State: store.StatePending, Rounds: prev.Rounds, NextAttemptAt: prev.NextAttemptAt}
+	if prev.State != "" { // a delivery is stored
 		d.State = prev.State
-		d.NextAttemptAt = prev.NextAttemptAt
 	}
 
 	url, method := r.cfg.URL, http.MethodPost

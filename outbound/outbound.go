@@ -32,7 +32,7 @@ import (
 
 // Store is what the engine needs from the store.
 type Store interface {
-	Delivery(ctx context.Context, route, source, eventID string) (*store.Delivery, error)
+	DeliveryStatus(ctx context.Context, route, source, eventID string) (store.DeliveryStatus, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
@@ -350,10 +350,17 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.Ack()
 		return
 	}
-	prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.source, ev.id)
+	// One round per event at a time: a copy that comes while one runs
+	// comes back shortly, and then reads its outcome.
+	k := eventKey{ev.source, ev.id}
+	if !r.running.tryStart(k) {
+		msg.NakWithDelay(roundRunningRetry)
+		return
+	}
+	defer r.running.done(k)
+	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.source, ev.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		prev = nil
 	case err != nil:
 		e.log.Warn("delivery state unavailable; redelivering later", "route", r.cfg.Name, "err", err)
 		msg.NakWithDelay(5 * time.Second)
@@ -411,6 +418,10 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 // could not be recorded.
 const unrecordedRetry = 5 * time.Second
 
+// roundRunningRetry is how long a message waits when a round for its event
+// is already running in this process.
+const roundRunningRetry = time.Second
+
 // roundSucceeded is a round's outcome for the breaker: nil when it says
 // nothing of the downstream's health (cut short, or 410 Gone).
 func roundSucceeded(d *store.Delivery) *bool {
@@ -445,7 +456,8 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	if e.abort == nil {
 		return d, ErrNotRunning
 	}
-	orig := *d
+	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
+		NextAttemptAt: d.NextAttemptAt}
 	if _, err := e.store.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
 		return d, err
 	}
@@ -457,9 +469,20 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
-		e.round(e.roundCtx, r, env, &orig, true)
+		e.manualRound(r, env, orig)
 	}()
 	return d, nil
+}
+
+// manualRound runs an operator's round once no other round of the event
+// runs on r (waiting for it), unless the engine stops first.
+func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus) {
+	k := eventKey{ev.source, ev.id}
+	if !r.running.start(e.roundCtx, k) {
+		return
+	}
+	defer r.running.done(k)
+	e.round(e.roundCtx, r, ev, prev, true)
 }
 
 // Errors of Retry.

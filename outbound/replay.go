@@ -67,10 +67,9 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
-		prev, err := e.store.Delivery(ctx, r.cfg.Name, ev.Source, ev.ID)
+		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Source, ev.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			prev = nil
 		case err != nil:
 			return out, err
 		}
@@ -83,7 +82,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		e.inflight.Add(1)
 		go func() {
 			defer e.inflight.Done()
-			e.round(e.roundCtx, r, env, prev, true)
+			e.manualRound(r, env, prev)
 		}()
 	}
 	return out, nil

@@ -26,6 +26,7 @@ type route struct {
 	consumer string        // durable consumer name
 	subjects []string      // the consumer's filter subjects
 	breaker  *breaker
+	running  inflight // events a round runs for
 }
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {

@@ -80,7 +80,7 @@ func (s *Store) queryDelivery(ctx context.Context, where string, args ...any) (*
 
 // Delivery returns the delivery of an event to a route, or ErrNotFound.
 func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*Delivery, error) {
-	return s.queryDelivery(ctx, `route = ? AND source = ? AND event_id = ?`, route, source, eventID)
+	return s.queryDelivery(ctx, `source = ? AND event_id = ? AND route = ?`, source, eventID, route)
 }
 
 // DeliveryByID returns one delivery, or ErrNotFound.
@@ -94,42 +94,130 @@ func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 // that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
 // stored values.
 func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
-	now := time.Now().UnixMilli()
+	// The writer runs the round (see commit); it is done with d and
+	// attempts when submit returns.
+	o := getOp()
+	o.round, o.attempts, o.now = d, attempts, time.Now().UnixMilli()
+	err := s.submit(ctx, o)
+	putOp(o)
+	if err != nil {
+		return fmt.Errorf("record delivery round: %w", err)
+	}
+	return nil
+}
+
+// deliveryStmts are the statements of the delivery engine's hot path,
+// prepared once: the round's writes on the writer, the lookup on the
+// readers.
+type deliveryStmts struct {
+	upsert, attempt *sql.Stmt // writer
+	status          *sql.Stmt // readers
+}
+
+func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
+	var err error
+	p.upsert, err = w.PrepareContext(ctx, `
+		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
+			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (source, event_id, route) DO UPDATE SET
+			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
+			attempts = deliveries.attempts + excluded.attempts,
+			rounds = max(deliveries.rounds, excluded.rounds),
+			last_status = CASE WHEN excluded.attempts > 0 THEN excluded.last_status ELSE deliveries.last_status END,
+			last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE deliveries.last_error END,
+			next_attempt_at = excluded.next_attempt_at,
+			updated_at = excluded.updated_at
+		RETURNING id, attempts`)
+	if err != nil {
+		return fmt.Errorf("delivery upsert: %w", err)
+	}
+	p.attempt, err = w.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms,
+		status, error, response) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("attempt insert: %w", err)
+	}
+	p.status, err = r.PrepareContext(ctx, `SELECT id, state, attempts, rounds, next_attempt_at
+		FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`)
+	if err != nil {
+		return fmt.Errorf("delivery status: %w", err)
+	}
+	return nil
+}
+
+func (p *deliveryStmts) close() {
+	for _, s := range []*sql.Stmt{p.upsert, p.attempt, p.status} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// roundStmts are a batch's delivery statements, bound to its transaction.
+type roundStmts struct{ upsert, attempt *sql.Stmt }
+
+// record writes one round (see RecordRound), now in unix ms.
+func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	var next any
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var total int
-		err := tx.QueryRow(`
-			INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
-				rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (route, source, event_id) DO UPDATE SET
-				state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
-				attempts = deliveries.attempts + excluded.attempts,
-				rounds = max(deliveries.rounds, excluded.rounds),
-				last_status = CASE WHEN excluded.attempts > 0 THEN excluded.last_status ELSE deliveries.last_status END,
-				last_error = CASE WHEN excluded.attempts > 0 THEN excluded.last_error ELSE deliveries.last_error END,
-				next_attempt_at = excluded.next_attempt_at,
-				updated_at = excluded.updated_at
-			RETURNING id, attempts`,
-			d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State, len(attempts),
-			d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&d.ID, &total)
-		if err != nil {
-			return err
+	var id int64
+	var total int
+	if err := rs.upsert.QueryRow(d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
+		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&id, &total); err != nil {
+		return fmt.Errorf("upsert delivery: %w", err)
+	}
+	// Attempt numbers continue from the stored count, which only this
+	// writer changes: they are unique per delivery.
+	first := total - len(attempts)
+	for i := range attempts {
+		a := &attempts[i]
+		if _, err := rs.attempt.Exec(id, first+i+1, a.StartedAt.UnixMilli(), a.Duration.Milliseconds(),
+			a.Status, a.Error, a.Response); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
 		}
-		first := total - len(attempts)
-		for i, a := range attempts {
-			if _, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status, error, response)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, d.ID, first+i+1, a.StartedAt.UnixMilli(), a.Duration.Milliseconds(),
-				a.Status, a.Error, a.Response); err != nil {
-				return err
-			}
-		}
-		d.Attempts = total
-		return nil
-	})
+	}
+	d.ID, d.Attempts = id, total
+	return nil
+}
+
+// DeliveryStatus is what the delivery engine reads of a delivery before a
+// round.
+type DeliveryStatus struct {
+	ID            int64
+	State         string
+	Attempts      int
+	Rounds        int
+	NextAttemptAt time.Time // zero unless retrying
+}
+
+// Terminal reports whether no further round will run on its own.
+func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
+
+// DeliveryStatus returns where the delivery of an event to a route stands,
+// or ErrNotFound: the engine's lookup, one prepared statement and only the
+// columns a round needs (Delivery reads the whole row).
+func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID string) (DeliveryStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return DeliveryStatus{}, err
+	}
+	var d DeliveryStatus
+	var next sql.NullInt64
+	// One indexed row: not worth making cancellable, which costs a
+	// goroutine in database/sql and a context hook in the driver per call.
+	err := s.dstmts.status.QueryRowContext(context.WithoutCancel(ctx), source, eventID, route).Scan(
+		&d.ID, &d.State, &d.Attempts, &d.Rounds, &next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return DeliveryStatus{}, ErrNotFound
+	}
+	if err != nil {
+		return DeliveryStatus{}, fmt.Errorf("%w: delivery status: %w", ErrUnavailable, err)
+	}
+	if next.Valid {
+		d.NextAttemptAt = time.UnixMilli(next.Int64)
+	}
+	return d, nil
 }
 
 // SetDeliveryState changes a delivery's state (e.g. to pending for a manual

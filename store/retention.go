@@ -155,33 +155,69 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 	return res, err
 }
 
+// AttemptCursor is a position in the attempts table's key order:
+// deliveries in creation order, each one's attempts in order.
+type AttemptCursor struct {
+	DeliveryID int64
+	Attempt    int
+}
+
 // PruneAttempts deletes, in one write, the attempts started before before
-// among the limit oldest attempt records with an ID above after. next is
-// where the following call continues; more is false once the records
-// looked at held none old enough (attempt records are written in about the
-// order they start, so none further is) or the table ended.
-func (s *Store) PruneAttempts(ctx context.Context, before time.Time, after int64, limit int) (n int, next int64, more bool, err error) {
+// among the limit attempt records after the cursor. next is where the
+// following call continues; more is false once the table ended, or the
+// records looked at held none old enough and belong to a delivery created
+// since before (an attempt is never much older than its delivery: the
+// record is created by the first round).
+func (s *Store) PruneAttempts(ctx context.Context, before time.Time, after AttemptCursor, limit int) (n int, next AttemptCursor, more bool, err error) {
 	if limit <= 0 {
 		limit = 500
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		var last sql.NullInt64
-		var seen int
-		if err := tx.QueryRow(`SELECT max(id), count(*) FROM (SELECT id FROM attempts WHERE id > ? ORDER BY id LIMIT ?)`,
-			after, limit).Scan(&last, &seen); err != nil {
+		n, next, more = 0, after, false
+		rows, err := tx.Query(`SELECT delivery_id, attempt FROM attempts
+			WHERE (delivery_id, attempt) > (?, ?) ORDER BY delivery_id, attempt LIMIT ?`,
+			after.DeliveryID, after.Attempt, limit)
+		if err != nil {
 			return err
 		}
-		if !last.Valid {
-			n, next, more = 0, after, false
+		seen := 0
+		for rows.Next() {
+			if err := rows.Scan(&next.DeliveryID, &next.Attempt); err != nil {
+				rows.Close()
+				return err
+			}
+			seen++
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if seen == 0 {
 			return nil
 		}
-		r, err := tx.Exec(`DELETE FROM attempts WHERE id > ? AND id <= ? AND started_at < ?`,
-			after, last.Int64, before.UnixMilli())
+		r, err := tx.Exec(`DELETE FROM attempts WHERE (delivery_id, attempt) > (?, ?)
+			AND (delivery_id, attempt) <= (?, ?) AND started_at < ?`,
+			after.DeliveryID, after.Attempt, next.DeliveryID, next.Attempt, before.UnixMilli())
 		if err != nil {
 			return err
 		}
 		k, err := r.RowsAffected()
-		n, next, more = int(k), last.Int64, seen == limit && k > 0
+		if err != nil {
+			return err
+		}
+		n = int(k)
+		if seen < limit {
+			return nil
+		}
+		if k > 0 {
+			more = true
+			return nil
+		}
+		var created sql.NullInt64
+		err = tx.QueryRow(`SELECT created_at FROM deliveries WHERE id = ?`, next.DeliveryID).Scan(&created)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
+		more = created.Valid && created.Int64 < before.UnixMilli()
 		return err
 	})
 	if err != nil {
@@ -326,7 +362,7 @@ func (p *Pruner) RunOnce(ctx context.Context) (PruneResult, error) {
 		}
 	}
 	if p.cfg.Attempts > 0 && ctx.Err() == nil {
-		var cur int64
+		var cur AttemptCursor
 		for {
 			n, next, more, err := p.s.PruneAttempts(ctx, now.Add(-p.cfg.Attempts), cur, p.cfg.Batch)
 			if err != nil {

@@ -72,7 +72,8 @@ type Store struct {
 	ckptStop chan struct{} // closed by Close
 	ckptDone chan struct{}
 
-	stmts stmts
+	stmts  stmts
+	dstmts deliveryStmts
 }
 
 // op is one write waiting for the group commit. Ops are pooled: a write
@@ -81,8 +82,13 @@ type op struct {
 	fn    func(*sql.Tx) error
 	claim *Event // set instead of fn: a Claim, one statement, run without a savepoint
 	dup   bool   // Claim's outcome
-	err   error
-	done  chan struct{} // capacity 1: the writer sends once the op is settled
+	// Set instead of fn: a delivery round (RecordRound), run without a
+	// savepoint: its upsert and its attempts at unix ms now.
+	round    *Delivery
+	attempts []Attempt
+	now      int64
+	err      error
+	done     chan struct{} // capacity 1: the writer sends once the op is settled
 }
 
 var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
@@ -150,7 +156,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		ckptStop: make(chan struct{}),
 		ckptDone: make(chan struct{}),
 	}
-	if err := s.stmts.prepare(ctx, w); err != nil {
+	if err := errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w, r)); err != nil {
+		s.stmts.close()
+		s.dstmts.close()
 		s.w.Close()
 		s.r.Close()
 		s.ckpt.Close()
@@ -240,6 +248,7 @@ func (s *Store) Close() error {
 		close(s.ckptStop)
 		<-s.ckptDone
 		s.stmts.close()
+		s.dstmts.close()
 		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
@@ -345,7 +354,9 @@ func (s *Store) drain(batch *[]*op) {
 // A Claim is one statement, atomic by itself, so it runs without a
 // savepoint (which would copy every page it touches into the statement
 // journal); its failure fails the whole batch, since SQLite may have rolled
-// back the whole transaction (it does on a full disk or an I/O error).
+// back the whole transaction (it does on a full disk or an I/O error). A
+// delivery round runs without one too: its statements fail only when the
+// store is broken, and then the batch fails the same way.
 func (s *Store) commit(batch []*op) error {
 	tx, err := s.w.Begin()
 	if err != nil {
@@ -353,7 +364,18 @@ func (s *Store) commit(batch []*op) error {
 	}
 	// Statements bound to tx, made once per batch.
 	var claim, savepoint, release, rollbackTo *sql.Stmt
+	var rs roundStmts
 	for _, o := range batch {
+		if o.round != nil {
+			if rs.upsert == nil {
+				rs = roundStmts{upsert: tx.Stmt(s.dstmts.upsert), attempt: tx.Stmt(s.dstmts.attempt)}
+			}
+			if err := rs.record(o.round, o.attempts, o.now); err != nil {
+				tx.Rollback()
+				return s.unavailable("delivery round", err)
+			}
+			continue
+		}
 		if ev := o.claim; ev != nil {
 			if claim == nil {
 				claim = tx.Stmt(s.stmts.claim)

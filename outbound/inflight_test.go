@@ -1,0 +1,85 @@
+package outbound_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/store"
+)
+
+// Two copies of one event in the stream (a re-publish after the duplicate
+// window: another Nats-Msg-Id) while the downstream is slow: the second
+// copy waits for the first one's round instead of running its own beside
+// it, then finds the delivery done. One request, both messages acked.
+func TestSecondCopyWaitsForRunningRound(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		<-release
+		w.WriteHeader(204)
+		return 204
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("slow", ds.URL, ", concurrency: 4")))
+	t.Cleanup(func() { // on failure, before the gateway stops
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	ctx := context.Background()
+	js := g.Broker().JetStream()
+	for i := range 2 {
+		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{},
+			Data: []byte(`{"id":"evt_twice"}`)}
+		msg.Header.Set(jetstream.HeaderSource, "stripe")
+		msg.Header.Set(jetstream.HeaderEventID, "evt_twice")
+		msg.Header.Set(jetstream.HeaderEventType, "invoice.paid")
+		msg.Header.Set("Content-Type", "application/json")
+		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("stripe:evt_twice:copy%d", i))
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := js.Consumer(ctx, g.Broker().Stream(), "route_slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() string {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("delivered %d, ack pending %d, pending %d, requests %d",
+			ci.Delivered.Consumer, ci.NumAckPending, ci.NumPending, len(ds.requests()))
+	}
+
+	// The first copy's request is held; the second copy is handed back
+	// (and delivered again) rather than sent.
+	waitFor(t, "one request held and the second copy handed back", func() (bool, string) {
+		if n := ds.inflight.Load(); n > 1 {
+			t.Fatalf("%d concurrent requests for one event", n)
+		}
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ds.inflight.Load() == 1 && ci.Delivered.Consumer >= 3, info()
+	})
+	close(release)
+	g.waitState(t, "slow", "stripe", "evt_twice", store.StateSucceeded)
+	waitFor(t, "both copies acked", func() (bool, string) {
+		ci, err := cons.Info(ctx)
+		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0, info()
+	})
+	if n := len(ds.requests()); n != 1 {
+		t.Fatalf("downstream got %d requests, want 1", n)
+	}
+	if d := g.delivery(t, "slow", "stripe", "evt_twice"); d.Attempts != 1 {
+		t.Fatalf("delivery = %+v, want 1 attempt", *d)
+	}
+}

@@ -1,0 +1,352 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Rounds add up: attempts are numbered on across rounds, a succeeded
+// delivery stays succeeded, and d.ID and d.Attempts come back as stored.
+func TestRecordRound(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	start := time.Now().Truncate(time.Millisecond)
+	att := func(status int) Attempt {
+		return Attempt{StartedAt: start, Duration: 3 * time.Millisecond, Status: status, Response: []byte("r")}
+	}
+	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeliveryStatus before any round: %v, want ErrNotFound", err)
+	}
+
+	next := start.Add(time.Minute)
+	d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", EventType: "invoice.paid", IdempotencyKey: "k",
+		State: StateRetrying, Rounds: 1, LastStatus: 500, LastError: "Internal Server Error", NextAttemptAt: next}
+	if err := s.RecordRound(ctx, d, []Attempt{att(500), att(500)}); err != nil {
+		t.Fatal(err)
+	}
+	if d.ID == 0 || d.Attempts != 2 {
+		t.Fatalf("after round 1: ID %d, Attempts %d; want an ID and 2", d.ID, d.Attempts)
+	}
+	st, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+	want := DeliveryStatus{ID: d.ID, State: StateRetrying, Attempts: 2, Rounds: 1, NextAttemptAt: next}
+	if err != nil || st != want {
+		t.Fatalf("DeliveryStatus = %+v, %v; want %+v", st, err, want)
+	}
+
+	id := d.ID
+	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
+		State: StateSucceeded, Rounds: 1, LastStatus: 204}
+	if err := s.RecordRound(ctx, d, []Attempt{att(204)}); err != nil {
+		t.Fatal(err)
+	}
+	if d.ID != id || d.Attempts != 3 {
+		t.Fatalf("after round 2: ID %d, Attempts %d; want %d and 3", d.ID, d.Attempts, id)
+	}
+	// A late round of a second copy does not undo the success.
+	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
+		State: StateRetrying, Rounds: 2, LastStatus: 503, NextAttemptAt: next}
+	if err := s.RecordRound(ctx, d, []Attempt{att(503)}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.Delivery(ctx, "billing", "stripe", "evt_1")
+	if err != nil || full.State != StateSucceeded || full.Attempts != 4 || full.Rounds != 2 || full.LastStatus != 503 ||
+		full.EventType != "invoice.paid" {
+		t.Fatalf("Delivery = %+v, %v; want succeeded with 4 attempts", full, err)
+	}
+	as, err := s.Attempts(ctx, id)
+	if err != nil || len(as) != 4 {
+		t.Fatalf("Attempts = %+v, %v; want 4", as, err)
+	}
+	for i, a := range as {
+		if a.Attempt != i+1 || !a.StartedAt.Equal(start) || a.Duration != 3*time.Millisecond || string(a.Response) != "r" {
+			t.Errorf("attempt %d = %+v", i, a)
+		}
+	}
+	if as[3].Status != 503 || as[2].Status != 204 {
+		t.Errorf("attempt statuses %d %d, want 204 503", as[2].Status, as[3].Status)
+	}
+
+	// A round without attempts (cut short) changes only the schedule.
+	d = &Delivery{Route: "other", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StatePending}
+	if err := s.RecordRound(ctx, d, nil); err != nil || d.Attempts != 0 || d.ID == id {
+		t.Fatalf("empty round: %+v, %v", d, err)
+	}
+}
+
+// A store that refuses writes fails the round (and its whole batch) with
+// ErrUnavailable; nothing is stored, and rounds work again after.
+func TestRecordRoundUnwritable(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	if _, err := s.w.Exec("PRAGMA query_only = 1"); err != nil {
+		t.Fatal(err)
+	}
+	d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
+	if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("RecordRound on a read-only db: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.w.Exec("PRAGMA query_only = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refused round was stored: %v", err)
+	}
+	if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil || d.Attempts != 1 {
+		t.Fatalf("RecordRound after recovery: %+v, %v", d, err)
+	}
+}
+
+// The attempts walk goes past the recent attempts of an old delivery to
+// the old attempts after them, and stops at deliveries created since the
+// cutoff.
+func TestPruneAttemptsPastRecentOnes(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	now := time.Now()
+	old, recent := now.Add(-48*time.Hour), now.Add(-time.Hour)
+	seed(t, s, []seedEvent{
+		{id: "a", received: old, published: true, deliveries: map[string]string{"r": StateRetrying},
+			attemptsAt: []time.Time{recent, recent, recent}},
+		{id: "b", received: old, published: true, deliveries: map[string]string{"r": StateSucceeded},
+			attemptsAt: []time.Time{old}},
+		{id: "c", received: recent, published: true, deliveries: map[string]string{"r": StateSucceeded},
+			attemptsAt: []time.Time{recent, recent, recent, recent}},
+	})
+	var total int
+	var cur AttemptCursor
+	writes := 0
+	for {
+		n, next, more, err := s.PruneAttempts(ctx, now.Add(-24*time.Hour), cur, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, cur, writes = total+n, next, writes+1
+		if !more {
+			break
+		}
+	}
+	if total != 1 || count(t, s, `SELECT count(*) FROM attempts`) != 7 {
+		t.Fatalf("pruned %d attempts, %d left; want 1 and 7", total, count(t, s, `SELECT count(*) FROM attempts`))
+	}
+	// a's 3 (two writes), b's 1 with c's first, then c's created since the
+	// cutoff: stop.
+	if writes != 3 {
+		t.Fatalf("the walk took %d writes, want 3", writes)
+	}
+}
+
+// Every statement on deliveries and attempts is answered from an index:
+// no full scan of either table, no temporary sort except where a page of
+// an event's own deliveries is ordered.
+func TestDeliveryQueryPlans(t *testing.T) {
+	s := openTest(t, "")
+	const unique = "sqlite_autoindex_deliveries_1"
+	for _, c := range []struct {
+		name, q string
+		want    string // in the plan
+	}{
+		{"engine lookup", `SELECT id, state, attempts, rounds, next_attempt_at FROM deliveries
+			WHERE source = ? AND event_id = ? AND route = ?`, unique + " (source=? AND event_id=? AND route=?)"},
+		{"Delivery", `SELECT * FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`, unique},
+		{"Delivery, route first", `SELECT * FROM deliveries WHERE route = ? AND source = ? AND event_id = ?`, unique},
+		{"DeliveryByID", `SELECT * FROM deliveries WHERE id = ?`, "INTEGER PRIMARY KEY (rowid=?)"},
+		{"ListDeliveries by event", `SELECT * FROM deliveries WHERE id > ? AND source = ? AND event_id = ? ORDER BY id LIMIT ?`,
+			unique + " (source=? AND event_id=?)"},
+		{"ListDeliveries by state", `SELECT * FROM deliveries WHERE id > ? AND state = ? ORDER BY id LIMIT ?`,
+			"deliveries_state (state=? AND id>?)"},
+		{"ListDeliveries by route", `SELECT * FROM deliveries WHERE id > ? AND route = ? ORDER BY id LIMIT ?`,
+			"INTEGER PRIMARY KEY (rowid>?)"},
+		{"ListDeliveries", `SELECT * FROM deliveries WHERE id > ? ORDER BY id LIMIT ?`, "INTEGER PRIMARY KEY (rowid>?)"},
+		{"PublishedSince", `SELECT group_concat(d.route, char(0)) FROM deliveries d
+			WHERE d.source = ? AND d.event_id = ? AND d.state IN ('succeeded', 'dead')`, unique + " (source=? AND event_id=?)"},
+		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE source = ? AND event_id = ?`,
+			unique + " (source=? AND event_id=?)"},
+		{"retention: delete deliveries", `DELETE FROM deliveries WHERE source = ? AND event_id = ?`,
+			unique + " (source=? AND event_id=?)"},
+		{"retention: delete attempts", `DELETE FROM attempts WHERE delivery_id IN
+			(SELECT id FROM deliveries WHERE source = ? AND event_id = ?)`, "PRIMARY KEY (delivery_id=?)"},
+		{"SetDeliveryState", `UPDATE deliveries SET state = ? WHERE id = ? AND state != 'succeeded'`, "INTEGER PRIMARY KEY (rowid=?)"},
+		{"Attempts", `SELECT attempt, started_at, duration_ms, status, error, response FROM attempts
+			WHERE delivery_id = ? ORDER BY attempt`, "PRIMARY KEY (delivery_id=?)"},
+		{"PruneAttempts: batch", `SELECT delivery_id, attempt FROM attempts WHERE (delivery_id, attempt) > (?, ?)
+			ORDER BY delivery_id, attempt LIMIT ?`, "PRIMARY KEY ((delivery_id,attempt)>(?,?))"},
+		{"PruneAttempts: delete", `DELETE FROM attempts WHERE (delivery_id, attempt) > (?, ?)
+			AND (delivery_id, attempt) <= (?, ?) AND started_at < ?`, "PRIMARY KEY ((delivery_id,attempt)>(?,?) AND (delivery_id,attempt)<(?,?))"},
+	} {
+		plan := queryPlan(t, s, c.q)
+		t.Logf("%s: %s", c.name, plan)
+		if !strings.Contains(plan, c.want) {
+			t.Errorf("%s: plan %q does not use %q", c.name, plan, c.want)
+		}
+		if strings.Contains(plan, "SCAN deliveries") || strings.Contains(plan, "SCAN d") || strings.Contains(plan, "SCAN attempts") {
+			t.Errorf("%s: plan %q scans a table", c.name, plan)
+		}
+		if strings.Contains(plan, "TEMP B-TREE") && c.name != "ListDeliveries by event" {
+			t.Errorf("%s: plan %q sorts", c.name, plan)
+		}
+	}
+}
+
+func queryPlan(t *testing.T, s *Store, q string) string {
+	t.Helper()
+	args := make([]any, strings.Count(q, "?"))
+	for i := range args {
+		args[i] = 1
+	}
+	rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	return strings.Join(steps, "; ")
+}
+
+// Migration 0006 rebuilds deliveries and attempts: every row keeps its
+// values (delivery IDs included), the keys and indexes are the new ones,
+// foreign keys hold and still cascade.
+func TestMigrateDeliveryKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if filepath.Base(name) >= "0005" {
+			break
+		}
+		body, _ := migrations.ReadFile(name)
+		if _, err := db.Exec(string(body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	// Deliveries with gaps in their IDs, attempts written out of key order.
+	for _, q := range []string{
+		`INSERT INTO deliveries (id, route, source, event_id, event_type, idempotency_key, state, attempts, rounds,
+			last_status, last_error, next_attempt_at, created_at, updated_at) VALUES
+			(3, 'billing', 'stripe', 'evt_1', 'invoice.paid', 'k1', 'succeeded', 2, 1, 204, '', NULL, 10, 20),
+			(7, 'audit', 'stripe', 'evt_1', 'invoice.paid', 'k2', 'retrying', 1, 1, 500, 'boom', 99, 11, 21),
+			(9, 'billing', 'github', 'evt_1', 'push', 'k3', 'pending', 0, 0, 0, '', NULL, 12, 22)`,
+		`INSERT INTO attempts (id, delivery_id, attempt, started_at, duration_ms, status, error, response) VALUES
+			(1, 3, 1, 100, 5, 500, 'Internal Server Error', x'6f6f7073'),
+			(2, 7, 1, 101, 6, 500, '', NULL),
+			(3, 3, 2, 102, 7, 204, '', x'')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTest(t, path)
+	ctx := context.Background()
+	var version int
+	if err := s.r.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version < 6 {
+		t.Fatalf("user_version = %d, %v; want at least 6", version, err)
+	}
+	d, err := s.Delivery(ctx, "audit", "stripe", "evt_1")
+	if err != nil || d.ID != 7 || d.State != StateRetrying || d.Attempts != 1 || d.Rounds != 1 || d.LastStatus != 500 ||
+		d.LastError != "boom" || d.NextAttemptAt.UnixMilli() != 99 || d.CreatedAt.UnixMilli() != 11 ||
+		d.UpdatedAt.UnixMilli() != 21 || d.IdempotencyKey != "k2" || d.EventType != "invoice.paid" {
+		t.Fatalf("migrated delivery = %+v, %v", d, err)
+	}
+	as, err := s.Attempts(ctx, 3)
+	if err != nil || len(as) != 2 || as[0].Attempt != 1 || as[0].Status != 500 || as[0].Error != "Internal Server Error" ||
+		string(as[0].Response) != "oops" || as[0].Duration != 5*time.Millisecond || as[1].Attempt != 2 || as[1].Status != 204 {
+		t.Fatalf("migrated attempts = %+v, %v", as, err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM deliveries`); n != 3 {
+		t.Fatalf("%d deliveries after migration, want 3", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM attempts`); n != 3 {
+		t.Fatalf("%d attempts after migration, want 3", n)
+	}
+
+	var schema []string
+	rows, err := s.r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_schema WHERE tbl_name IN ('deliveries', 'attempts') ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			t.Fatal(err)
+		}
+		schema = append(schema, name)
+		if name == "attempts" && (!strings.Contains(q, "WITHOUT ROWID") || !strings.Contains(q, `REFERENCES "deliveries"`)) {
+			t.Errorf("attempts: %s", q)
+		}
+		if name == "deliveries" && !strings.Contains(q, "UNIQUE (source, event_id, route)") {
+			t.Errorf("deliveries: %s", q)
+		}
+	}
+	rows.Close()
+	if got := strings.Join(schema, " "); got != "attempts deliveries deliveries_state sqlite_autoindex_deliveries_1" {
+		t.Errorf("schema objects: %s", got)
+	}
+	var bad int
+	if err := s.r.QueryRow(`SELECT count(*) FROM pragma_foreign_key_check`).Scan(&bad); err != nil || bad != 0 {
+		t.Fatalf("foreign_key_check: %d rows, %v", bad, err)
+	}
+	var ok string
+	if err := s.r.QueryRow(`PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity_check: %q, %v", ok, err)
+	}
+
+	// New rounds continue the numbering; a deleted delivery takes its
+	// attempts along.
+	nd := &Delivery{Route: "audit", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StateSucceeded, Rounds: 1}
+	if err := s.RecordRound(ctx, nd, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil || nd.ID != 7 || nd.Attempts != 2 {
+		t.Fatalf("round after migration: %+v, %v", nd, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`DELETE FROM deliveries WHERE id = 3`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM attempts WHERE delivery_id = 3`); n != 0 {
+		t.Fatalf("%d attempts of a deleted delivery left: no cascade", n)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status) VALUES (12345, 1, 0, 0, 0)`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Fatalf("an attempt of no delivery: %v, want a foreign key error", err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status) VALUES (7, 1, 0, 0, 0)`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
+		t.Fatalf("a repeated attempt number: %v, want a unique constraint error", err)
+	}
+}
