@@ -379,22 +379,11 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		return
 	}
 
-	// Keep the message while the round runs.
-	progress := time.NewTicker(max(e.cfg.AckWait/3, 100*time.Millisecond))
-	defer progress.Stop()
-	roundDone := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-roundDone:
-				return
-			case <-progress.C:
-				msg.InProgress()
-			}
-		}
-	}()
+	// Keep the message while the round runs (a timer, not a goroutine:
+	// most rounds end long before the first signal is due).
+	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
 	d := e.round(ctx, r, ev, prev, false)
-	close(roundDone)
+	keep.stop()
 	r.breaker.record(roundSucceeded(d), time.Now())
 	if d == nil {
 		if ctx.Err() != nil {
@@ -412,6 +401,41 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	default:
 		msg.Ack()
 	}
+}
+
+// inProgress signals a message's progress every interval until stopped.
+type inProgress struct {
+	mu    sync.Mutex
+	t     *time.Timer
+	every time.Duration
+	msg   natsjs.Msg
+	done  bool
+}
+
+func keepInProgress(msg natsjs.Msg, every time.Duration) *inProgress {
+	k := &inProgress{msg: msg, every: every}
+	k.mu.Lock()
+	k.t = time.AfterFunc(every, k.signal)
+	k.mu.Unlock()
+	return k
+}
+
+func (k *inProgress) signal() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done {
+		return
+	}
+	k.msg.InProgress()
+	k.t.Reset(k.every)
+}
+
+// stop ends the signals; none is sent after it returns.
+func (k *inProgress) stop() {
+	k.mu.Lock()
+	k.done = true
+	k.t.Stop()
+	k.mu.Unlock()
 }
 
 // unrecordedRetry is how long a message waits after a round whose outcome
