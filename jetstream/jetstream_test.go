@@ -140,7 +140,7 @@ func TestRelayAcrossNATSOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec("UPDATE events SET published_at = NULL"); err != nil {
+	if _, err := db.Exec("INSERT INTO outbox (seq) SELECT seq FROM published; DELETE FROM published"); err != nil {
 		t.Fatal(err)
 	}
 	r.Notify()

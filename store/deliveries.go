@@ -337,15 +337,16 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 // is above minStreamSeq (every published event when minStreamSeq < 0), with
 // the routes that have a terminal delivery of it. Bodies are not loaded.
 func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *Event, terminal map[string]bool) error) error {
-	cond := `e.published_at IS NOT NULL AND e.stream_seq > ?`
+	cond := `p.stream_seq > ?`
 	if minStreamSeq < 0 {
-		cond = `e.published_at IS NOT NULL AND ? < 0`
+		cond = `? < 0`
 	}
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT e.seq, e.source, e.event_id, e.event_type,
 			(SELECT group_concat(d.route, char(0)) FROM deliveries d
 			 WHERE d.source = e.source AND d.event_id = e.event_id AND d.state IN ('succeeded', 'dead'))
-		FROM events e WHERE `+cond+` ORDER BY e.seq`, minStreamSeq)
+		FROM published p CROSS JOIN events e ON e.seq = p.seq
+		WHERE `+cond+` ORDER BY p.seq`, minStreamSeq)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 	}
@@ -369,14 +370,26 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(
 	return rows.Err()
 }
 
-// Requeue puts events back in the outbox, to be published again.
+// Requeue puts published events back in the outbox, to be published
+// again. A seq that is not a published event is left alone.
 func (s *Store) Requeue(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		for _, seq := range seqs {
-			if _, err := tx.Exec(`UPDATE events SET published_at = NULL, stream_seq = NULL WHERE seq = ?`, seq); err != nil {
+			r, err := tx.Exec(`DELETE FROM published WHERE seq = ?`, seq)
+			if err != nil {
+				return err
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue // not published
+			}
+			if _, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, seq); err != nil {
 				return err
 			}
 		}

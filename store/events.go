@@ -22,7 +22,7 @@ type Event struct {
 }
 
 type stmts struct {
-	claim, markPublished           *sql.Stmt
+	claim, unqueue, markPublished  *sql.Stmt
 	savepoint, release, rollbackTo *sql.Stmt
 }
 
@@ -36,8 +36,15 @@ func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	p.markPublished, err = db.PrepareContext(ctx,
-		`UPDATE events SET published_at = ?, stream_seq = ? WHERE seq = ? AND published_at IS NULL`)
+	if p.unqueue, err = db.PrepareContext(ctx, `DELETE FROM outbox WHERE seq = ?`); err != nil {
+		return err
+	}
+	// The conflict cannot happen while every event is in exactly one of
+	// outbox and published; if it did, the new ack wins rather than failing
+	// the relay's every retry.
+	p.markPublished, err = db.PrepareContext(ctx, `
+		INSERT INTO published (seq, stream_seq, published_at) VALUES (?, ?, ?)
+		ON CONFLICT (seq) DO UPDATE SET stream_seq = excluded.stream_seq, published_at = excluded.published_at`)
 	if err != nil {
 		return err
 	}
@@ -52,7 +59,7 @@ func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (p *stmts) close() {
-	for _, s := range []*sql.Stmt{p.claim, p.markPublished, p.savepoint, p.release, p.rollbackTo} {
+	for _, s := range []*sql.Stmt{p.claim, p.unqueue, p.markPublished, p.savepoint, p.release, p.rollbackTo} {
 		if s != nil {
 			s.Close()
 		}
@@ -61,7 +68,8 @@ func (p *stmts) close() {
 
 // Claim stores ev unless an event with the same (Source, ID) is already
 // stored. It returns once the outcome is durably committed: dup is false and
-// ev.Seq set when ev was stored now, dup is true when it was already there.
+// ev.Seq set when ev was stored now (and in the outbox: a trigger puts it
+// there in the same statement), dup is true when it was already there.
 // Two concurrent claims of one event can never both return dup == false.
 func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	if ev.Headers == nil {
@@ -84,8 +92,9 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 // after, in intake order.
 func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT seq, source, event_id, event_type, content_type, headers, body, received_at
-		FROM events WHERE published_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`, after, limit)
+		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.headers, e.body, e.received_at
+		FROM outbox o CROSS JOIN events e ON e.seq = o.seq
+		WHERE o.seq > ? ORDER BY o.seq LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
 	}
@@ -111,15 +120,28 @@ func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Even
 // JetStream acknowledged it with.
 type Published struct{ Seq, StreamSeq int64 }
 
-// MarkPublished takes acknowledged events out of the outbox.
+// MarkPublished takes acknowledged events out of the outbox and records
+// their stream sequences. An event no longer in the outbox (already marked,
+// or gone) is left as it is.
 func (s *Store) MarkPublished(ctx context.Context, acks []Published, at time.Time) error {
 	if len(acks) == 0 {
 		return nil
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		st := tx.Stmt(s.stmts.markPublished)
+		unqueue, mark := tx.Stmt(s.stmts.unqueue), tx.Stmt(s.stmts.markPublished)
 		for _, a := range acks {
-			if _, err := st.Exec(at.UnixMilli(), a.StreamSeq, a.Seq); err != nil {
+			r, err := unqueue.Exec(a.Seq)
+			if err != nil {
+				return err
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue // not in the outbox
+			}
+			if _, err := mark.Exec(a.Seq, a.StreamSeq, at.UnixMilli()); err != nil {
 				return err
 			}
 		}
@@ -133,8 +155,9 @@ func (s *Store) GetEvent(ctx context.Context, source, id string) (*Event, error)
 	var received int64
 	var published sql.NullInt64
 	err := s.r.QueryRowContext(ctx, `
-		SELECT seq, source, event_id, event_type, content_type, headers, body, received_at, published_at
-		FROM events WHERE source = ? AND event_id = ?`, source, id).Scan(
+		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.headers, e.body, e.received_at, p.published_at
+		FROM events e LEFT JOIN published p ON p.seq = e.seq
+		WHERE e.source = ? AND e.event_id = ?`, source, id).Scan(
 		&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType, &ev.Headers, &ev.Body, &received, &published)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -156,7 +179,7 @@ var ErrNotFound = errors.New("not found")
 // outbox.
 func (s *Store) Counts(ctx context.Context) (total, unpublished int64, err error) {
 	err = s.r.QueryRowContext(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE published_at IS NULL) FROM events`).Scan(&total, &unpublished)
+		SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM outbox)`).Scan(&total, &unpublished)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: counts: %w", ErrUnavailable, err)
 	}

@@ -92,8 +92,9 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, 
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	q := `SELECT seq, source, event_id, event_type, content_type, length(body), received_at, published_at
-		FROM events INDEXED BY events_received`
+	q := `SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, length(e.body), e.received_at,
+			(SELECT p.published_at FROM published p WHERE p.seq = e.seq)
+		FROM events e INDEXED BY events_received`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -149,12 +150,11 @@ func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, erro
 }
 
 // OutboxBacklog is the number of events not yet acknowledged by JetStream.
-// It reads the outbox's partial index only, so it costs what the backlog
-// is, not what the table is.
+// It reads the outbox table only, so it costs what the backlog is, not
+// what the events table is.
 func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events INDEXED BY events_outbox
-		WHERE published_at IS NULL`).Scan(&n)
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("%w: outbox backlog: %w", ErrUnavailable, err)
 	}

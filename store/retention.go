@@ -56,10 +56,11 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 	next = after
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, next, more = PruneResult{}, after, false
-		rows, err := tx.Query(`SELECT seq, source, event_id, event_type, received_at, published_at IS NOT NULL
-			FROM events INDEXED BY events_received
-			WHERE received_at < ? AND (received_at, seq) > (?, ?)
-			ORDER BY received_at, seq LIMIT ?`, before.UnixMilli(), after.ReceivedAt, after.Seq, limit)
+		rows, err := tx.Query(`SELECT e.seq, e.source, e.event_id, e.event_type, e.received_at,
+				NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq)
+			FROM events e INDEXED BY events_received
+			WHERE e.received_at < ? AND (e.received_at, e.seq) > (?, ?)
+			ORDER BY e.received_at, e.seq LIMIT ?`, before.UnixMilli(), after.ReceivedAt, after.Seq, limit)
 		if err != nil {
 			return err
 		}
@@ -148,6 +149,7 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 			(SELECT id FROM deliveries WHERE source = ? AND event_id = ?)`, ev.Source, ev.ID),
 		exec(&res.Deliveries, `DELETE FROM deliveries WHERE source = ? AND event_id = ?`, ev.Source, ev.ID),
 		exec(&res.Events, `DELETE FROM events WHERE seq = ?`, ev.Seq),
+		exec(nil, `DELETE FROM published WHERE seq = ?`, ev.Seq), // never in the outbox: see PruneEvents
 	)
 	if err == nil && ev.Source == TaskSource {
 		err = exec(nil, `DELETE FROM tasks WHERE id = ?`, ev.ID)

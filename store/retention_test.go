@@ -25,13 +25,16 @@ func seed(t *testing.T, s *Store, evs []seedEvent) {
 	t.Helper()
 	err := s.write(context.Background(), func(tx *sql.Tx) error {
 		for _, e := range evs {
-			var pub any
-			if e.published {
-				pub = e.received.UnixMilli()
-			}
-			if _, err := tx.Exec(`INSERT INTO events (source, event_id, event_type, body, received_at, published_at)
-				VALUES ('stripe', ?, ?, ?, ?, ?)`, e.id, e.typ, []byte(`{"id":"`+e.id+`"}`), e.received.UnixMilli(), pub); err != nil {
+			var seq int64
+			if err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, body, received_at)
+				VALUES ('stripe', ?, ?, ?, ?) RETURNING seq`, e.id, e.typ, []byte(`{"id":"`+e.id+`"}`),
+				e.received.UnixMilli()).Scan(&seq); err != nil {
 				return err
+			}
+			if e.published {
+				if err := publishInTx(tx, seq, e.received); err != nil {
+					return err
+				}
 			}
 			for route, state := range e.deliveries {
 				var id int64
@@ -53,6 +56,16 @@ func seed(t *testing.T, s *Store, evs []seedEvent) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// publishInTx marks an event published as MarkPublished does, its stream
+// sequence its seq.
+func publishInTx(tx *sql.Tx, seq int64, at time.Time) error {
+	if _, err := tx.Exec(`DELETE FROM outbox WHERE seq = ?`, seq); err != nil {
+		return err
+	}
+	_, err := tx.Exec(`INSERT INTO published (seq, stream_seq, published_at) VALUES (?, ?, ?)`, seq, seq, at.UnixMilli())
+	return err
 }
 
 func count(t *testing.T, s *Store, q string, args ...any) int {
@@ -187,6 +200,10 @@ func TestPruneUnderConcurrentIntake(t *testing.T) {
 	if got := count(t, s, `SELECT count(*) FROM attempts WHERE started_at < ?`, now.Add(-24*time.Hour).UnixMilli()); got != 0 {
 		t.Errorf("%d attempts older than retention left", got)
 	}
+	if got, want := count(t, s, `SELECT count(*) FROM outbox`), 600+int(claims.Load()); got != want {
+		t.Errorf("%d events in the outbox, want %d (outbox_ and live_)", got, want)
+	}
+	checkPublishState(t, s)
 
 	// A second pass finds nothing more.
 	if res, err := p.RunOnce(ctx); err != nil || res != (PruneResult{}) {
@@ -305,8 +322,12 @@ func TestPruneTaskEvent(t *testing.T) {
 	ctx := context.Background()
 	old := time.Now().Add(-48 * time.Hour)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO events (source, event_id, event_type, body, received_at, published_at)
-			VALUES (?, 'task_1', 'task', '{}', ?, ?)`, TaskSource, old.UnixMilli(), old.UnixMilli()); err != nil {
+		var seq int64
+		if err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, body, received_at)
+			VALUES (?, 'task_1', 'task', '{}', ?) RETURNING seq`, TaskSource, old.UnixMilli()).Scan(&seq); err != nil {
+			return err
+		}
+		if err := publishInTx(tx, seq, old); err != nil {
 			return err
 		}
 		_, err := tx.Exec(`INSERT INTO tasks (id, scope, created_at) VALUES ('task_1', 'scope', ?)`, old.UnixMilli())

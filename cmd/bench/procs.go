@@ -232,7 +232,7 @@ func openOutbox(path string) (*outbox, error) {
 // JetStream (-1 if it cannot be read).
 func (o *outbox) backlog() int64 {
 	var n int64
-	if err := o.db.QueryRow(`SELECT count(*) FROM events WHERE published_at IS NULL`).Scan(&n); err != nil {
+	if err := o.db.QueryRow(`SELECT count(*) FROM outbox`).Scan(&n); err != nil {
 		return -1
 	}
 	return n

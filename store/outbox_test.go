@@ -1,0 +1,332 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkPublishState fails unless every event is in exactly one of outbox
+// and published, and neither holds a row of an event that is gone.
+func checkPublishState(t *testing.T, s *Store) {
+	t.Helper()
+	for what, q := range map[string]string{
+		"events in both or neither of outbox and published": `SELECT count(*) FROM events e
+			WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq) = EXISTS (SELECT 1 FROM published p WHERE p.seq = e.seq)`,
+		"outbox rows without an event":    `SELECT count(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.seq = o.seq)`,
+		"published rows without an event": `SELECT count(*) FROM published p WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.seq = p.seq)`,
+	} {
+		if n := count(t, s, q); n != 0 {
+			t.Errorf("%d %s", n, what)
+		}
+	}
+}
+
+func outboxSeqs(t *testing.T, s *Store) []int64 {
+	t.Helper()
+	rows, err := s.r.Query(`SELECT seq FROM outbox ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return seqs
+}
+
+// publishedRow returns an event's row of the published table, ok false if it
+// has none.
+func publishedRow(t *testing.T, s *Store, seq int64) (streamSeq, at int64, ok bool) {
+	t.Helper()
+	err := s.r.QueryRow(`SELECT stream_seq, published_at FROM published WHERE seq = ?`, seq).Scan(&streamSeq, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return streamSeq, at, true
+}
+
+// A claim puts its event in the outbox; a duplicate claim, of an event in
+// the outbox or of one already published, does not.
+func TestClaimEntersOutbox(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	var seqs []int64
+	for i := range 3 {
+		ev := testEvent(fmt.Sprintf("evt_%d", i))
+		if dup, err := s.Claim(ctx, ev); err != nil || dup {
+			t.Fatalf("claim: dup=%v err=%v", dup, err)
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, seqs) {
+		t.Fatalf("outbox = %v, want %v", got, seqs)
+	}
+	if err := s.MarkPublished(ctx, []Published{{seqs[0], 7}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"evt_0", "evt_1"} { // published, and still in the outbox
+		if dup, err := s.Claim(ctx, testEvent(id)); err != nil || !dup {
+			t.Fatalf("repeat claim of %s: dup=%v err=%v", id, dup, err)
+		}
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, seqs[1:]) {
+		t.Fatalf("outbox after repeats = %v, want %v", got, seqs[1:])
+	}
+	if n, err := s.OutboxBacklog(ctx); err != nil || n != 2 {
+		t.Fatalf("OutboxBacklog = %d, %v; want 2", n, err)
+	}
+	checkPublishState(t, s)
+}
+
+// MarkPublished moves events from the outbox to published, once; Requeue
+// moves them back, and publishing them again records the new sequence.
+func TestMarkPublishedRequeue(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	var seqs []int64
+	for i := range 3 {
+		ev := testEvent(fmt.Sprintf("evt_%d", i))
+		if _, err := s.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	if err := s.MarkPublished(ctx, []Published{{seqs[0], 10}, {seqs[1], 11}}, at); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Unpublished(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Seq != seqs[2] || string(evs[0].Body) != `{"id":"evt_2"}` {
+		t.Fatalf("Unpublished = %+v, %v; want evt_2 alone", evs, err)
+	}
+	if evs, err := s.Unpublished(ctx, seqs[2], 10); err != nil || len(evs) != 0 {
+		t.Fatalf("Unpublished after the last = %+v, %v; want none", evs, err)
+	}
+	if ss, pa, ok := publishedRow(t, s, seqs[0]); !ok || ss != 10 || pa != at.UnixMilli() {
+		t.Fatalf("published row = %d %d %v; want 10 %d", ss, pa, ok, at.UnixMilli())
+	}
+	if ev, err := s.GetEvent(ctx, "stripe", "evt_1"); err != nil || !ev.PublishedAt.Equal(at) {
+		t.Fatalf("GetEvent = %+v, %v; want published at %v", ev, err, at)
+	}
+	if ev, err := s.GetEvent(ctx, "stripe", "evt_2"); err != nil || !ev.PublishedAt.IsZero() {
+		t.Fatalf("GetEvent = %+v, %v; want unpublished", ev, err)
+	}
+
+	// Again, and for an event that does not exist: nothing changes.
+	if err := s.MarkPublished(ctx, []Published{{seqs[0], 99}, {12345, 100}}, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ss, pa, ok := publishedRow(t, s, seqs[0]); !ok || ss != 10 || pa != at.UnixMilli() {
+		t.Fatalf("published row after a repeat = %d %d %v; want it unchanged", ss, pa, ok)
+	}
+	if _, _, ok := publishedRow(t, s, 12345); ok {
+		t.Fatal("MarkPublished of a missing event recorded it")
+	}
+
+	since := func(min int64) []int64 {
+		t.Helper()
+		var got []int64
+		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
+			got = append(got, ev.Seq)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := since(-1); !slices.Equal(got, seqs[:2]) {
+		t.Fatalf("PublishedSince(-1) = %v, want %v", got, seqs[:2])
+	}
+	if got := since(10); !slices.Equal(got, seqs[1:2]) {
+		t.Fatalf("PublishedSince(10) = %v, want %v", got, seqs[1:2])
+	}
+
+	// Requeue a published event, and one still in the outbox (no change).
+	if err := s.Requeue(ctx, []int64{seqs[0], seqs[2]}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outboxSeqs(t, s), []int64{seqs[0], seqs[2]}; !slices.Equal(got, want) {
+		t.Fatalf("outbox after Requeue = %v, want %v", got, want)
+	}
+	if _, _, ok := publishedRow(t, s, seqs[0]); ok {
+		t.Fatal("a requeued event is still published")
+	}
+	if got := since(-1); !slices.Equal(got, seqs[1:2]) {
+		t.Fatalf("PublishedSince(-1) after Requeue = %v, want %v", got, seqs[1:2])
+	}
+	if _, n, err := s.Counts(ctx); err != nil || n != 2 {
+		t.Fatalf("Counts unpublished = %d, %v; want 2", n, err)
+	}
+	checkPublishState(t, s)
+
+	if err := s.MarkPublished(ctx, []Published{{seqs[0], 12}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if ss, _, ok := publishedRow(t, s, seqs[0]); !ok || ss != 12 {
+		t.Fatalf("republished stream_seq = %d %v, want 12", ss, ok)
+	}
+	checkPublishState(t, s)
+
+	// An event both in the outbox and published (by hand: the store never
+	// does it) is marked all the same, not failed forever.
+	if err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, seqs[1])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkPublished(ctx, []Published{{seqs[1], 13}}, at); err != nil {
+		t.Fatalf("MarkPublished of an event in both tables: %v", err)
+	}
+	if ss, _, ok := publishedRow(t, s, seqs[1]); !ok || ss != 13 {
+		t.Fatalf("stream_seq = %d %v, want 13", ss, ok)
+	}
+	checkPublishState(t, s)
+}
+
+// A database written before migration 0005 keeps its events' publish
+// state: unpublished ones in the outbox, published ones with their stream
+// sequence (0 where none was recorded) and time.
+func TestMigrateOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	applied := 0
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
+		if err != nil || n > 4 {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(string(body)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		applied++
+	}
+	if applied != 4 {
+		t.Fatalf("applied %d migrations, want 0001-0004", applied)
+	}
+	old := []struct {
+		id                   string
+		publishedAt, streamS any
+	}{
+		{"evt_pub", int64(1000), int64(5)},
+		{"evt_new", nil, nil},
+		{"evt_pre0002", int64(2000), nil}, // published before stream sequences were kept
+		{"evt_requeued", nil, nil},
+		{"evt_pub2", int64(3000), int64(6)},
+	}
+	for i, e := range old {
+		if _, err := db.Exec(`INSERT INTO events (seq, source, event_id, body, received_at, published_at, stream_seq)
+			VALUES (?, 'stripe', ?, ?, 500, ?, ?)`, i+1, e.id, []byte(e.id), e.publishedAt, e.streamS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTest(t, path)
+	ctx := context.Background()
+	var version int
+	if err := s.r.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version < 5 {
+		t.Fatalf("user_version = %d, %v; want at least 5", version, err)
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, []int64{2, 4}) {
+		t.Fatalf("outbox = %v, want [2 4]", got)
+	}
+	for seq, want := range map[int64][2]int64{1: {5, 1000}, 3: {0, 2000}, 5: {6, 3000}} {
+		if ss, pa, ok := publishedRow(t, s, seq); !ok || ss != want[0] || pa != want[1] {
+			t.Errorf("published row of %d = %d %d %v; want %v", seq, ss, pa, ok, want)
+		}
+	}
+	checkPublishState(t, s)
+	if n := count(t, s, `SELECT count(*) FROM sqlite_schema WHERE name = 'events_outbox'`); n != 0 {
+		t.Error("the events_outbox index is still there")
+	}
+	evs, err := s.Unpublished(ctx, 0, 10)
+	if err != nil || len(evs) != 2 || evs[0].ID != "evt_new" || evs[1].ID != "evt_requeued" {
+		t.Fatalf("Unpublished = %+v, %v", evs, err)
+	}
+	if ev, err := s.GetEvent(ctx, "stripe", "evt_pub"); err != nil || ev.PublishedAt.UnixMilli() != 1000 {
+		t.Fatalf("GetEvent = %+v, %v; want published at 1000", ev, err)
+	}
+	// As before the migration: a stream that holds sequence 5 lost only
+	// evt_pub2; a new stream lost all three.
+	for min, want := range map[int64][]string{5: {"evt_pub2"}, -1: {"evt_pub", "evt_pre0002", "evt_pub2"}} {
+		var got []string
+		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
+			got = append(got, ev.ID)
+			return nil
+		}); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("PublishedSince(%d) = %v, %v; want %v", min, got, err, want)
+		}
+	}
+	// New claims enter the outbox.
+	ev := testEvent("evt_after")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, []int64{2, 4, ev.Seq}) {
+		t.Fatalf("outbox after a claim = %v", got)
+	}
+}
+
+// Pruning an event removes its publish state; an event in the outbox stays.
+func TestPruneRemovesPublishState(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	old := time.Now().Add(-48 * time.Hour)
+	seed(t, s, []seedEvent{
+		{id: "evt_done", received: old, published: true},
+		{id: "evt_waiting", received: old},
+	})
+	res, _, _, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), EventCursor{}, 10, nil)
+	if err != nil || res.Events != 1 {
+		t.Fatalf("PruneEvents = %+v, %v; want 1 event", res, err)
+	}
+	if _, err := s.GetEvent(ctx, "stripe", "evt_waiting"); err != nil {
+		t.Fatalf("event in the outbox: %v", err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM published`); n != 0 {
+		t.Errorf("%d published rows left", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM outbox`); n != 1 {
+		t.Errorf("%d outbox rows, want 1", n)
+	}
+	checkPublishState(t, s)
+}
