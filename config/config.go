@@ -103,7 +103,12 @@ type NATS struct {
 	SyncAlways bool `yaml:"sync_always"`
 	// Stream is the JetStream stream for inbound events. Default "HOOKGATE_EVENTS".
 	Stream string `yaml:"stream"`
-	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 2m.
+	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 20s.
+	// It covers the relay's re-publishes (a lost ack, a restart between
+	// publish and mark); the server keeps every ID of the window in memory
+	// (about 350 bytes each: rate × window). A copy published after it is
+	// still delivered once: the engine skips a delivery already recorded as
+	// done and never runs two rounds of one delivery at once.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// Retention is the stream's retention: "interest" (the default) drops a
 	// message once every route's consumer has acknowledged it, so the

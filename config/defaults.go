@@ -14,7 +14,7 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultLogFormat         = "text"
 	DefaultStream            = "HOOKGATE_EVENTS"
-	DefaultDuplicateWindow   = 2 * time.Minute
+	DefaultDuplicateWindow   = 20 * time.Second
 	DefaultSyncInterval      = 2 * time.Minute
 	DefaultReplicas          = 1
 	DefaultConnectTimeout    = 10 * time.Second

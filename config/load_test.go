@@ -249,7 +249,7 @@ routes:
 		StoreDir:        filepath.Join("./data", "jetstream"),
 		SyncInterval:    2 * time.Minute,
 		Stream:          "HOOKGATE_EVENTS",
-		DuplicateWindow: 2 * time.Minute,
+		DuplicateWindow: 20 * time.Second,
 		Retention:       "interest",
 		Replicas:        1,
 		ConnectTimeout:  10 * time.Second,

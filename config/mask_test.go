@@ -214,7 +214,7 @@ func TestMarshalYAML(t *testing.T) {
 	}
 	s := string(out)
 	for _, want := range []string{
-		"listen: 127.0.0.1:8080\n", "shutdown_timeout: 20s\n", "duplicate_window: 2m\n",
+		"listen: 127.0.0.1:8080\n", "shutdown_timeout: 20s\n", "duplicate_window: 20s\n",
 		"schedule: [1m, 5m, 30m, 1h, 2h, 4h, 8h, 12h, 12h, 12h, 12h, 12h]\n",
 		"X-Team: billing\n", "events: []\n", "headers: {}\n",
 	} {
