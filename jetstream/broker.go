@@ -78,7 +78,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error)
 		cfg.Stream = "HOOKGATE_EVENTS"
 	}
 	if cfg.DuplicateWindow <= 0 {
-		cfg.DuplicateWindow = 2 * time.Minute
+		cfg.DuplicateWindow = 20 * time.Second
 	}
 	b := &Broker{cfg: cfg, log: log}
 	opts := []nats.Option{

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +173,52 @@ func TestEmbeddedServerFailsClearly(t *testing.T) {
 	_, err := Connect(context.Background(), Config{StoreDir: filepath.Join(file, "js"), ConnectTimeout: 5 * time.Second}, quietLog())
 	if err == nil || !strings.Contains(err.Error(), "jetstream") {
 		t.Fatalf("Connect with an unusable store = %v, want a jetstream error", err)
+	}
+}
+
+// refusingOutbox is the real store, refusing the record of acks while
+// refuse > 0 (as a full disk would).
+type refusingOutbox struct {
+	*store.Store
+	refuse atomic.Int32
+}
+
+func (o *refusingOutbox) MarkPublished(ctx context.Context, acks []store.Published, at time.Time) error {
+	if o.refuse.Add(-1) >= 0 {
+		return errors.New("disk I/O error")
+	}
+	return o.Store.MarkPublished(ctx, acks, at)
+}
+
+// Acks whose record failed are recorded when the store is back, not
+// published again: retries that outlast the duplicate window would
+// otherwise put a new copy of every event in the stream each time.
+func TestRelayRecordsAcksAfterStoreRefused(t *testing.T) {
+	srv := runServer(t, 0, t.TempDir())
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := Connect(context.Background(), Config{URL: srv.ClientURL(), Retention: "limits",
+		DuplicateWindow: 100 * time.Millisecond}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ob := &refusingOutbox{Store: st}
+	ob.refuse.Store(6) // with backoffs of 50–100ms, retries span several windows
+	r := NewRelay(b, ob, RelayConfig{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, quietLog())
+	for i := range 10 {
+		claim(t, st, "stripe", fmt.Sprintf("evt_%d", i))
+	}
+	r.Start(context.Background())
+	defer r.Stop()
+	waitFor(t, "outbox recorded", 10*time.Second, func() (bool, string) {
+		_, n, err := st.Counts(context.Background())
+		return err == nil && n == 0 && ob.refuse.Load() < 0, fmt.Sprintf("outbox %d, refusals left %d, err %v", n, ob.refuse.Load(), err)
+	})
+	if got := streamMsgs(t, b); got != 10 {
+		t.Fatalf("stream holds %d messages, want 10 (one per event)", got)
 	}
 }

@@ -60,6 +60,7 @@ type RelayConfig struct {
 // Relay publishes events from the outbox to JetStream and takes them out of
 // the outbox on their PubAck. It publishes in intake order, and publishes
 // again whatever was not acknowledged; the duplicate window drops repeats.
+// What was acknowledged but not recorded is recorded, not published again.
 type Relay struct {
 	b      *Broker
 	outbox Outbox
@@ -70,6 +71,13 @@ type Relay struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// unmarked are events JetStream acknowledged whose record the store
+	// refused. They are recorded before anything is published again: else
+	// every retry during a store outage would publish them once more, and
+	// past the duplicate window each would be a new message. Used by the
+	// run goroutine only (the acker appends before its pass returns).
+	unmarked []store.Published
 }
 
 // NewRelay returns a relay; Start runs it.
@@ -139,6 +147,9 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			prepared = err == nil
 		}
 		if prepared {
+			err = r.markUnmarked(ctx)
+		}
+		if prepared && err == nil {
 			n, err = r.pass(ctx, poll.C)
 		}
 		if ctx.Err() != nil {
@@ -169,6 +180,21 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 		case <-poll.C:
 		}
 	}
+}
+
+// markUnmarked records the acknowledged events a failed record left.
+func (r *Relay) markUnmarked(ctx context.Context) error {
+	if len(r.unmarked) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), r.unmarked, time.Now()); err != nil {
+		return err
+	}
+	if r.cfg.OnPublished != nil {
+		r.cfg.OnPublished(len(r.unmarked))
+	}
+	r.unmarked = r.unmarked[:0]
+	return nil
 }
 
 // pubBatch is a batch of events published and awaiting their acks.
@@ -303,6 +329,7 @@ func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, pr
 		// Record with a context of its own: a stop must not lose the record
 		// of acks already received (they would only be published again).
 		if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), acks, time.Now()); err != nil {
+			r.unmarked = append(r.unmarked, acks...)
 			fail(err)
 			continue
 		}
