@@ -83,3 +83,40 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 		t.Fatalf("delivery = %+v, want 1 attempt", *d)
 	}
 }
+
+// An operator's retry that waited for a running automatic round which then
+// succeeded sends nothing: a succeeded delivery is not sent again.
+func TestRetryAfterConcurrentSuccessSendsNothing(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		if n == 0 {
+			w.WriteHeader(500)
+			return 500
+		}
+		<-release // the second round is held
+		w.WriteHeader(204)
+		return 204
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [300ms]")))
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	g.send(t, "evt_race", "invoice.paid")
+	d := g.waitState(t, "r", "stripe", "evt_race", store.StateRetrying)
+	waitFor(t, "the second round held", func() (bool, string) {
+		return ds.inflight.Load() == 1, fmt.Sprintf("%d requests, %d in flight", len(ds.requests()), ds.inflight.Load())
+	})
+	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 202 {
+		t.Fatalf("retry answered %d %s, want 202", code, body)
+	}
+	close(release)
+	g.waitState(t, "r", "stripe", "evt_race", store.StateSucceeded)
+	g.Stop(context.Background()) // waits for the operator's round
+	if n := len(ds.requests()); n != 2 {
+		t.Fatalf("downstream got %d requests, want 2 (the operator's retry came after the success)", n)
+	}
+}

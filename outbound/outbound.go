@@ -493,19 +493,28 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
-		e.manualRound(r, env, orig)
+		e.manualRound(r, env, orig, false)
 	}()
 	return d, nil
 }
 
 // manualRound runs an operator's round once no other round of the event
-// runs on r (waiting for it), unless the engine stops first.
-func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus) {
+// runs on r (waiting for it), unless the engine stops first. If a round
+// was recorded while it waited, it goes on from that record; a retry
+// (resend false) of a delivery that has now succeeded is not sent.
+func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
 	k := eventKey{ev.source, ev.id}
 	if !r.running.start(e.roundCtx, k) {
 		return
 	}
 	defer r.running.done(k)
+	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.source, ev.id)
+	if err == nil && cur.Attempts != prev.Attempts {
+		if cur.State == store.StateSucceeded && !resend {
+			return
+		}
+		prev = cur
+	}
 	e.round(e.roundCtx, r, ev, prev, true)
 }
 

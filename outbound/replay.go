@@ -82,7 +82,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		e.inflight.Add(1)
 		go func() {
 			defer e.inflight.Done()
-			e.manualRound(r, env, prev)
+			e.manualRound(r, env, prev, true)
 		}()
 	}
 	return out, nil
