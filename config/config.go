@@ -96,19 +96,22 @@ type NATS struct {
 	// Default "<data_dir>/jetstream".
 	StoreDir string `yaml:"store_dir"`
 	// SyncInterval is how often the embedded server fsyncs its store.
-	// Default 2m (nats-server's own). Safety does not depend on it: events
-	// are re-published from SQLite at start. Ignored when SyncAlways is set.
+	// Default 1s. Safety does not depend on it: what JetStream loses is
+	// re-published from SQLite at start, so it bounds that work after a
+	// power cut; 1s measured no slower than nats-server's own 2m
+	// (bench/RESULTS.md). Ignored when SyncAlways is set.
 	SyncInterval time.Duration `yaml:"sync_interval"`
 	// SyncAlways makes the embedded server fsync every write. Default false.
 	SyncAlways bool `yaml:"sync_always"`
 	// Stream is the JetStream stream for inbound events. Default "HOOKGATE_EVENTS".
 	Stream string `yaml:"stream"`
 	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 20s.
-	// It covers the relay's re-publishes (a lost ack, a restart between
-	// publish and mark); the server keeps every ID of the window in memory
-	// (about 350 bytes each: rate × window). A copy published after it is
-	// still delivered once: the engine skips a delivery already recorded as
-	// done and never runs two rounds of one delivery at once.
+	// It covers the relay's re-publishes (a lost publish ack, a quick
+	// restart between publish and mark); the server keeps every ID of the
+	// window in memory (about 350 bytes each: rate × window). A copy
+	// published after it is still delivered once while the store records
+	// outcomes: the engine skips a delivery recorded as done and never runs
+	// two rounds of one delivery at once.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// Retention is the stream's retention: "interest" (the default) drops a
 	// message once every route's consumer has acknowledged it, so the

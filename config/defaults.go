@@ -15,7 +15,7 @@ const (
 	DefaultLogFormat         = "text"
 	DefaultStream            = "HOOKGATE_EVENTS"
 	DefaultDuplicateWindow   = 20 * time.Second
-	DefaultSyncInterval      = 2 * time.Minute
+	DefaultSyncInterval      = time.Second
 	DefaultReplicas          = 1
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultBatchMax          = 512

@@ -247,7 +247,7 @@ routes:
 	}
 	wantNATS := NATS{
 		StoreDir:        filepath.Join("./data", "jetstream"),
-		SyncInterval:    2 * time.Minute,
+		SyncInterval:    time.Second,
 		Stream:          "HOOKGATE_EVENTS",
 		DuplicateWindow: 20 * time.Second,
 		Retention:       "interest",

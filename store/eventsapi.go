@@ -138,7 +138,7 @@ func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, erro
 			INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state,
 				created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)
-			ON CONFLICT (route, source, event_id) DO UPDATE SET
+			ON CONFLICT (source, event_id, route) DO UPDATE SET
 				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at
 			RETURNING id`,
 			d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now).Scan(&id)
