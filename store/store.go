@@ -50,6 +50,14 @@ type Config struct {
 	// OnCommit, if set, is called by the writer after each committed batch
 	// with the number of writes in it.
 	OnCommit func(n int)
+	// WALRestartFrames is the WAL size, in frames (pages), past which a
+	// checkpoint waits for the readers of the moment to finish so that the
+	// WAL starts again from its beginning. Without it, under constant reads
+	// and writes, the WAL file grows without bound (SQLite's checkpoint
+	// starvation). The writer waits at most for the readers of that moment
+	// (milliseconds) and the frames not yet copied. Default 8192 (32 MiB
+	// of 4 KiB pages).
+	WALRestartFrames int
 }
 
 // Store is the SQLite store. It is safe for concurrent use.
@@ -59,6 +67,8 @@ type Store struct {
 	log      *slog.Logger
 	batchMax int
 	onCommit func(int)
+
+	walRestartFrames int
 
 	ops       chan *op
 	mu        sync.RWMutex // guards closed against sends on ops
@@ -112,6 +122,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if cfg.Readers <= 0 {
 		cfg.Readers = 4
 	}
+	if cfg.WALRestartFrames <= 0 {
+		cfg.WALRestartFrames = 8192
+	}
 	if dir := filepath.Dir(cfg.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("store: create directory: %w", err)
@@ -148,13 +161,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	ckpt.SetConnMaxIdleTime(0)
 	s := &Store{
 		w: w, r: r, ckpt: ckpt, log: log,
-		batchMax: cfg.BatchMax,
-		onCommit: cfg.OnCommit,
-		ops:      make(chan *op, cfg.BatchMax*4),
-		done:     make(chan struct{}),
-		ckptWake: make(chan struct{}, 1),
-		ckptStop: make(chan struct{}),
-		ckptDone: make(chan struct{}),
+		batchMax:         cfg.BatchMax,
+		onCommit:         cfg.OnCommit,
+		walRestartFrames: cfg.WALRestartFrames,
+		ops:              make(chan *op, cfg.BatchMax*4),
+		done:             make(chan struct{}),
+		ckptWake:         make(chan struct{}, 1),
+		ckptStop:         make(chan struct{}),
+		ckptDone:         make(chan struct{}),
 	}
 	if err := errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w, r)); err != nil {
 		s.stmts.close()
@@ -182,8 +196,9 @@ func init() {
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
 			// temp_store = MEMORY keeps the savepoint journal in memory: on
 			// disk, once past 64 KiB, it would take a write for each page a
-			// savepoint touches.
-			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY", nil)
+			// savepoint touches. journal_size_limit truncates the WAL file to
+			// 64 MiB when the writer starts it again from its beginning.
+			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = 67108864", nil)
 			return err
 		},
 	})
@@ -195,7 +210,10 @@ const checkpointInterval = 500 * time.Millisecond
 
 // checkpointer copies committed WAL frames into the database file after
 // commits (a PASSIVE checkpoint: it never blocks the writer or readers), at
-// most every checkpointInterval.
+// most every checkpointInterval. Once the WAL holds more than
+// walRestartFrames it runs a RESTART checkpoint, which copies what is left
+// and waits for the current readers, so that the next commit writes the
+// WAL from its beginning again.
 func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	pause := time.NewTimer(0)
@@ -206,7 +224,7 @@ func (s *Store) checkpointer() {
 			return
 		case <-s.ckptWake:
 		}
-		if _, err := s.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		if err := s.checkpoint(); err != nil {
 			s.log.Warn("wal checkpoint failed; retrying after the next commit", "err", err)
 		}
 		pause.Reset(checkpointInterval)
@@ -216,6 +234,21 @@ func (s *Store) checkpointer() {
 		case <-pause.C:
 		}
 	}
+}
+
+// checkpoint runs one PASSIVE checkpoint, and a RESTART one if the WAL has
+// grown past walRestartFrames.
+func (s *Store) checkpoint() error {
+	var busy, frames, copied int
+	if err := s.ckpt.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		return err
+	}
+	if frames < s.walRestartFrames {
+		return nil
+	}
+	// Busy (readers still on the old WAL past the busy timeout) is not an
+	// error: the next round tries again.
+	return s.ckpt.QueryRow("PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied)
 }
 
 func dsn(path string, readOnly bool) string {

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Under writes and readers that never all stop at once, the WAL still
+// starts again from its beginning once past WALRestartFrames: without a
+// checkpoint that waits for the readers, it grows without bound.
+func TestWALRestartsUnderConstantReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, err := Open(context.Background(), Config{Path: path, WALRestartFrames: 200}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// Two readers take turns so that one read transaction is always open
+	// (each begins before the other ends), as under steady API and
+	// delivery lookups.
+	ctx, stop := context.WithCancel(context.Background())
+	var readers sync.WaitGroup
+	turn := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	turn[0] <- struct{}{}
+	for k := range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-turn[k]:
+				}
+				tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+				if err != nil {
+					turn[1-k] <- struct{}{}
+					return
+				}
+				var n int
+				tx.QueryRow(`SELECT count(*) FROM events`).Scan(&n) // takes the snapshot
+				turn[1-k] <- struct{}{}
+				time.Sleep(time.Millisecond) // the other one begins meanwhile
+				tx.Rollback()
+			}
+		}()
+	}
+	defer func() { stop(); readers.Wait() }()
+
+	// frames is the WAL's size in frames, as another connection sees it.
+	frames := func() int {
+		var busy, log, copied int
+		if err := s.ckpt.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied); err != nil {
+			t.Fatal(err)
+		}
+		return log
+	}
+	// Writes never stop either.
+	body := []byte(strings.Repeat("x", 1024))
+	var writers sync.WaitGroup
+	for w := range 16 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d_%d", w, i), Body: body, ReceivedAt: time.Now()}
+				if _, err := s.Claim(context.Background(), ev); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { stop(); writers.Wait() }() // before the readers stop
+
+	most, restarted := 0, false
+	deadline := time.Now().Add(10 * time.Second)
+	for !restarted && time.Now().Before(deadline) {
+		n := frames()
+		restarted = most > 1000 && n < most/2
+		most = max(most, n)
+		time.Sleep(10 * time.Millisecond) // sampling, not waiting for a signal
+	}
+	if !restarted {
+		t.Fatalf("the WAL never started again: %d frames at most, under constant reads", most)
+	}
+}
