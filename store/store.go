@@ -149,7 +149,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.Readers)
 	r.SetMaxIdleConns(cfg.Readers)
-	ckpt, err := sql.Open("sqlite3", dsn(cfg.Path, false))
+	// The checkpointer waits at most restartWait for readers: while a
+	// RESTART checkpoint waits, the writer waits too.
+	ckpt, err := sql.Open("sqlite3", dsnBusy(cfg.Path, false, restartWait))
 	if err != nil {
 		w.Close()
 		r.Close()
@@ -204,6 +206,10 @@ func init() {
 	})
 }
 
+// restartWait bounds how long a RESTART checkpoint waits for readers (and
+// so holds up the writer); a checkpoint that gives up tries again later.
+const restartWait = 100 * time.Millisecond
+
 // checkpointInterval is the shortest time between two checkpoints; the WAL
 // holds about this much of the write load.
 const checkpointInterval = 500 * time.Millisecond
@@ -246,16 +252,19 @@ func (s *Store) checkpoint() error {
 	if frames < s.walRestartFrames {
 		return nil
 	}
-	// Busy (readers still on the old WAL past the busy timeout) is not an
+	// Busy (readers still on the old WAL after restartWait) is not an
 	// error: the next round tries again.
 	return s.ckpt.QueryRow("PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied)
 }
 
-func dsn(path string, readOnly bool) string {
+// dsn is the data source of a connection that waits up to 5s for a lock.
+func dsn(path string, readOnly bool) string { return dsnBusy(path, readOnly, 5*time.Second) }
+
+func dsnBusy(path string, readOnly bool, busy time.Duration) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
-	q.Set("_busy_timeout", "5000")
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
 	q.Set("_foreign_keys", "on")
 	// Keep each connection's statements prepared: without this every query
 	// not prepared by hand is parsed and planned again at each call (a
