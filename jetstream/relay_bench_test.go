@@ -3,37 +3,15 @@ package jetstream
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/store"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// written is the number of bytes this process has passed to write calls
-// (SQLite's WAL and checkpoints, and whatever JetStream's file store wrote
-// meanwhile), from /proc/self/io; 0 where that cannot be read.
-func written() int64 {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0
-	}
-	_, rest, _ := strings.Cut(string(b), "wchar: ")
-	n, _ := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
-	return n
-}
 
 // memOutbox is an outbox in memory: it isolates the publisher from SQLite.
 type memOutbox struct {
@@ -162,7 +140,7 @@ func benchRelay(b *testing.B, outbox func(b *testing.B, n int) (Outbox, <-chan s
 	r := NewRelay(br, o, RelayConfig{}, quietLog())
 	b.SetBytes(1024)
 	b.ReportAllocs()
-	c0, w0 := cpuTime(), written()
+	c0, w0 := gatewaytest.CPUTime(), gatewaytest.BytesWritten()
 	b.ResetTimer()
 	r.Start(context.Background())
 	r.Notify()
@@ -173,6 +151,6 @@ func benchRelay(b *testing.B, outbox func(b *testing.B, n int) (Outbox, <-chan s
 	}
 	b.StopTimer()
 	r.Stop()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(written()-w0)/float64(b.N), "written-B/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
 }

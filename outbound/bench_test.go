@@ -7,19 +7,11 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// cpuTime is the CPU (user and system) this process has used: gateway,
-// in-process NATS, load and downstream together; cpu-ns/op is less
-// sensitive than events/s to other processes on the machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
 
 // BenchmarkDelivery measures end-to-end delivery to a fast local
 // downstream: b.N events taken in over HTTP (route concurrency 64), timed
@@ -41,7 +33,7 @@ routes: [{name: fast, sources: [open], url: %q, concurrency: 64}]
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	url := "http://" + g.Addr() + "/webhooks/open"
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0 := gatewaytest.CPUTime()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -68,5 +60,5 @@ routes: [{name: fast, sources: [open], url: %q, concurrency: 64}]
 		time.Sleep(time.Millisecond)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // BenchmarkRecordRound is the delivery engine's write: 64 concurrent
@@ -22,7 +24,7 @@ func BenchmarkRecordRound(b *testing.B) {
 	var n atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
-	c0 := cpuTime()
+	c0 := gatewaytest.CPUTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -38,7 +40,7 @@ func BenchmarkRecordRound(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	if c := commits.Load(); c > 0 {
 		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
 	}
@@ -76,11 +78,11 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 	run := func(b *testing.B, parallelism int, body func(pb *testing.PB, r *rand.Rand)) {
 		b.SetParallelism(parallelism)
 		b.ReportAllocs()
-		c0 := cpuTime()
+		c0 := gatewaytest.CPUTime()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) { body(pb, rand.New(rand.NewPCG(rand.Uint64(), 1))) })
 		b.StopTimer()
-		b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	}
 	b.Run("Delivery", func(b *testing.B) {
 		run(b, 32, func(pb *testing.PB, r *rand.Rand) {
@@ -155,7 +157,7 @@ func BenchmarkRecordRoundWriter(b *testing.B) {
 	ds := make([]Delivery, batch)
 	at := []Attempt{{StartedAt: time.Now(), Duration: time.Millisecond, Status: 204, Response: []byte{}}}
 	b.ReportAllocs()
-	c0 := cpuTime()
+	c0 := gatewaytest.CPUTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
@@ -175,7 +177,7 @@ func BenchmarkRecordRoundWriter(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 }
 
 // roundOp is the op RecordRound submits.

@@ -6,38 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
-
-// cpuTime is the CPU (user and system) this process has used: with the
-// load generator and the store in one process, cpu-ns/op is what a write
-// costs, less sensitive than ns/op to other processes on the machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// written is the number of bytes this process has passed to write calls
-// (SQLite's WAL and checkpoints), from /proc/self/io; 0 where that cannot
-// be read.
-func written() int64 {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0
-	}
-	_, rest, _ := strings.Cut(string(b), "wchar: ")
-	n, _ := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
-	return n
-}
 
 func openBenchStore(b *testing.B, commits, writes *atomic.Int64) *Store {
 	b.Helper()
@@ -61,7 +38,7 @@ func BenchmarkWriterClaim(b *testing.B) {
 	var n, dups atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 CPUs
 	b.ReportAllocs()
-	c0, w0 := cpuTime(), written()
+	c0, w0 := gatewaytest.CPUTime(), gatewaytest.BytesWritten()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		r := rand.New(rand.NewPCG(uint64(n.Add(1)), 7))
@@ -83,8 +60,8 @@ func BenchmarkWriterClaim(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(written()-w0)/float64(b.N), "written-B/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
 	if c := commits.Load(); c > 0 {
 		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
 	}
@@ -99,7 +76,7 @@ func BenchmarkWriterOp(b *testing.B) {
 	var n atomic.Int64
 	b.SetParallelism(32)
 	b.ReportAllocs()
-	c0 := cpuTime()
+	c0 := gatewaytest.CPUTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -111,7 +88,7 @@ func BenchmarkWriterOp(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	if c := commits.Load(); c > 0 {
 		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
 	}
@@ -142,7 +119,7 @@ func BenchmarkWriterMarkPublished(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	c0, w0 := cpuTime(), written()
+	c0, w0 := gatewaytest.CPUTime(), gatewaytest.BytesWritten()
 	b.ResetTimer()
 	// A new database numbers the events 1 to b.N.
 	acks := make([]Published, 0, 256)
@@ -156,8 +133,8 @@ func BenchmarkWriterMarkPublished(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(written()-w0)/float64(b.N), "written-B/op")
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
 	if n, err := s.OutboxBacklog(ctx); err != nil || n != 0 {
 		b.Fatalf("outbox holds %d events after marking all, %v", n, err)
 	}

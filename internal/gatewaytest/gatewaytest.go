@@ -5,6 +5,10 @@ package gatewaytest
 
 import (
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,4 +61,25 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// CPUTime is the CPU (user and system) this process has used. Benchmarks
+// report it per operation (cpu-ns/op): on a shared machine it moves less
+// with other processes' load than time per operation does.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BytesWritten is the number of bytes this process has passed to write
+// calls (wchar in /proc/self/io), 0 where that cannot be read.
+func BytesWritten() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), "wchar: ")
+	n, _ := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
+	return n
 }
