@@ -50,7 +50,11 @@ func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int)
 	if st == nil {
 		return
 	}
-	req.Header = req.Header.Clone() // retryablehttp's copies share the map
+	if i > 0 {
+		// A retry is a shallow copy of the request before: the transport
+		// may still read that attempt's header map.
+		req.Header = req.Header.Clone()
+	}
 	now := time.Now()
 	req.Header.Set("X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
 	if st.r.signKey != nil {
@@ -158,7 +162,7 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 		h.Set("webhook-id", key)
 	}
 
-	resp, err := e.httpClient(r).Do(req)
+	resp, err := r.retry.Do(req)
 	if resp != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()

@@ -107,6 +107,9 @@ func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *
 		e.routes = append(e.routes, r)
 		e.byName[TaskRoute] = r
 	}
+	for _, r := range e.routes {
+		r.retry = e.httpClient(r)
+	}
 	return e, nil
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hashicorp/go-retryablehttp"
+
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/signature"
@@ -26,7 +28,8 @@ type route struct {
 	consumer string        // durable consumer name
 	subjects []string      // the consumer's filter subjects
 	breaker  *breaker
-	running  inflight // events a round runs for
+	running  inflight              // events a round runs for
+	retry    *retryablehttp.Client // client with the round's retries and hooks
 }
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
