@@ -5,7 +5,9 @@
 // one writer goroutine that owns the only write connection and groups
 // concurrent writes into one transaction and one fsync (group commit); each
 // caller is answered only after its transaction committed. Reads use a
-// separate pool of read-only connections.
+// separate pool of read-only connections. A checkpointer, on a connection of
+// its own, copies the WAL into the database beside the writer and keeps the
+// WAL file bounded.
 package store
 
 import (
