@@ -2,9 +2,11 @@ package outbound
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -72,7 +74,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	if st != nil {
 		a := store.Attempt{StartedAt: st.start, Duration: time.Since(st.start)}
 		if err != nil {
-			a.Error = err.Error()
+			a.Error = transportError(err)
 		} else {
 			a.Status = resp.StatusCode
 			// Read into pooled scratch; keep a copy of only what came (most
@@ -97,6 +99,22 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return false, nil
 	}
 	return true, nil
+}
+
+// transportError is err's text with the URL it quotes cut to its scheme
+// and host: a downstream URL often carries a secret in its path or query
+// (e.g. https://hooks.example.com/services/T0/B0/secret), and the text is
+// logged and kept in delivery records.
+func transportError(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	where := "the downstream"
+	if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+		where = u.Scheme + "://" + u.Host + "/…"
+	}
+	return ue.Op + " " + where + ": " + ue.Err.Error()
 }
 
 // backoff is jittered exponential between min and max; a Retry-After on a
@@ -178,7 +196,7 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 		d.LastError = http.StatusText(last.Status)
 	}
 	if d.LastError == "" && err != nil && !stopped {
-		d.LastError = err.Error()
+		d.LastError = transportError(err)
 	}
 	outcome := ""
 	switch {
