@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -71,6 +72,7 @@ type Store struct {
 	onCommit func(int)
 
 	walRestartFrames int
+	restartWanted    atomic.Bool // set by the checkpointer, taken by the writer
 
 	ops       chan *op
 	mu        sync.RWMutex // guards closed against sends on ops
@@ -209,7 +211,8 @@ func init() {
 }
 
 // restartWait bounds how long a RESTART checkpoint waits for readers (and
-// so holds up the writer); a checkpoint that gives up tries again later.
+// so holds up the writer), and how long the checkpointer waits for a
+// RESTART to end; a checkpoint that gives up tries again later.
 const restartWait = 100 * time.Millisecond
 
 // checkpointInterval is the shortest time between two checkpoints; the WAL
@@ -219,9 +222,8 @@ const checkpointInterval = 500 * time.Millisecond
 // checkpointer copies committed WAL frames into the database file after
 // commits (a PASSIVE checkpoint: it never blocks the writer or readers), at
 // most every checkpointInterval. Once the WAL holds more than
-// walRestartFrames it runs a RESTART checkpoint, which copies what is left
-// and waits for the current readers, so that the next commit writes the
-// WAL from its beginning again.
+// walRestartFrames it asks the writer for a RESTART checkpoint (see
+// restartWAL).
 func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	pause := time.NewTimer(0)
@@ -244,19 +246,38 @@ func (s *Store) checkpointer() {
 	}
 }
 
-// checkpoint runs one PASSIVE checkpoint, and a RESTART one if the WAL has
-// grown past walRestartFrames.
+// checkpoint runs one PASSIVE checkpoint, and asks the writer for a
+// RESTART one if the WAL has grown past walRestartFrames.
 func (s *Store) checkpoint() error {
 	var busy, frames, copied int
 	if err := s.ckpt.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
 		return err
 	}
-	if frames < s.walRestartFrames {
-		return nil
+	if frames >= s.walRestartFrames {
+		s.restartWanted.Store(true)
 	}
-	// Busy (readers still on the old WAL after restartWait) is not an
-	// error: the next round tries again.
-	return s.ckpt.QueryRow("PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied)
+	return nil
+}
+
+// restartWAL runs a RESTART checkpoint on the writer's connection, between
+// two group commits: it copies the frames the last PASSIVE checkpoint left
+// and waits (at most restartWait) for the readers still on the WAL, so
+// that the next commit writes the WAL from its beginning. Run by the
+// writer, it never competes with the writer for the write lock; the
+// writes queued meanwhile wait for it. Busy (readers still there after
+// restartWait) is not an error: the next checkpoint asks again.
+func (s *Store) restartWAL() {
+	var busy, frames, copied int
+	_, err := s.w.Exec(fmt.Sprintf("PRAGMA busy_timeout = %d", restartWait.Milliseconds()))
+	if err == nil {
+		err = s.w.QueryRow("PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied)
+	}
+	if _, rerr := s.w.Exec("PRAGMA busy_timeout = 5000"); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		s.log.Warn("wal restart failed; retrying after the next checkpoint", "err", err)
+	}
 }
 
 // dsn is the data source of a connection that waits up to 5s for a lock.
@@ -369,6 +390,9 @@ func (s *Store) writer() {
 			if s.onCommit != nil {
 				s.onCommit(n)
 			}
+		}
+		if s.restartWanted.Swap(false) {
+			s.restartWAL()
 		}
 	}
 }
