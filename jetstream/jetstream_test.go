@@ -222,3 +222,37 @@ func TestRelayRecordsAcksAfterStoreRefused(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want 10 (one per event)", got)
 	}
 }
+
+// A stop records what JetStream acknowledged but the store refused, if the
+// store takes it now: else the next start publishes it again.
+func TestRelayStopRecordsRefusedAcks(t *testing.T) {
+	srv := runServer(t, 0, t.TempDir())
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := Connect(context.Background(), Config{URL: srv.ClientURL(), Retention: "limits"}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ob := &refusingOutbox{Store: st}
+	ob.refuse.Store(1 << 20)
+	// The first failure's backoff (50ms) doubles up to a minute: after a
+	// few refusals the relay waits out the test in its backoff.
+	r := NewRelay(b, ob, RelayConfig{Poll: 20 * time.Millisecond, MaxBackoff: time.Minute}, quietLog())
+	for i := range 10 {
+		claim(t, st, "stripe", fmt.Sprintf("evt_%d", i))
+	}
+	r.Start(context.Background())
+	waitFor(t, "published, refused a few times", 10*time.Second, func() (bool, string) {
+		n := streamMsgs(t, b)
+		return n == 10 && ob.refuse.Load() < 1<<20-3, fmt.Sprintf("stream %d, refusals %d", n, 1<<20-ob.refuse.Load())
+	})
+	ob.refuse.Store(0)
+	r.Stop()
+	if _, n, err := st.Counts(context.Background()); err != nil || n != 0 {
+		t.Fatalf("outbox after stop = %d (%v), want 0", n, err)
+	}
+}

@@ -133,6 +133,9 @@ func (r *Relay) Stop() {
 
 func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	// Stopping: one last try to record what was acknowledged, so it is not
+	// published again at the next start.
+	defer r.markUnmarked(context.WithoutCancel(ctx))
 	backoff := time.Duration(0)
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
@@ -146,7 +149,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			}
 			prepared = err == nil
 		}
-		if prepared {
+		if prepared && ctx.Err() == nil {
 			err = r.markUnmarked(ctx)
 		}
 		if prepared && err == nil {
@@ -184,7 +187,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 
 // markUnmarked records the acknowledged events a failed record left.
 func (r *Relay) markUnmarked(ctx context.Context) error {
-	if len(r.unmarked) == 0 || ctx.Err() != nil {
+	if len(r.unmarked) == 0 {
 		return nil
 	}
 	if err := r.outbox.MarkPublished(context.WithoutCancel(ctx), r.unmarked, time.Now()); err != nil {

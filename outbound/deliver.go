@@ -84,7 +84,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 			a.Response = append(make([]byte, 0, n), buf[:n]...) // non-nil, as before
 			responsePool.Put(buf)
 			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-				a.Error = "redirect not followed: " + resp.Header.Get("Location")
+				a.Error = "redirect not followed: " + redactURL(resp.Header.Get("Location"))
 			}
 		}
 		st.attempts = append(st.attempts, a)
@@ -110,11 +110,19 @@ func transportError(err error) string {
 	if !errors.As(err, &ue) {
 		return err.Error()
 	}
-	where := "the downstream"
-	if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
-		where = u.Scheme + "://" + u.Host + "/…"
+	return ue.Op + " " + redactURL(ue.URL) + ": " + ue.Err.Error()
+}
+
+// redactURL is a URL cut to its scheme and host ("scheme://host/…"), or a
+// placeholder when it has no host.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host + "/…"
 	}
-	return ue.Op + " " + where + ": " + ue.Err.Error()
+	if s == "" {
+		return ""
+	}
+	return "(a URL without a host)"
 }
 
 // backoff is jittered exponential between min and max; a Retry-After on a
@@ -156,7 +164,7 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 	}
 	req, err := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), method, url, ev.body)
 	if err != nil {
-		e.log.Error("cannot build request", "route", r.cfg.Name, "err", err)
+		e.log.Error("cannot build request", "route", r.cfg.Name, "err", transportError(err))
 		return nil
 	}
 	h := req.Header

@@ -512,7 +512,16 @@ func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, r
 	}
 	defer r.running.done(k)
 	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.source, ev.id)
-	if err == nil && cur.Attempts != prev.Attempts {
+	switch {
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		if !resend {
+			// Whether it succeeded meanwhile is unknown: a retry is not
+			// worth a second delivery; the operator can ask again.
+			e.log.Warn("operator retry skipped: delivery state unavailable", "route", r.cfg.Name,
+				"source", ev.source, "event_id", ev.id, "err", err)
+			return
+		}
+	case err == nil && cur.Attempts != prev.Attempts:
 		if cur.State == store.StateSucceeded && !resend {
 			return
 		}

@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -34,6 +35,28 @@ func TestTransportErrorsHideURLSecrets(t *testing.T) {
 	for _, s := range texts {
 		if strings.Contains(s, "secret") || !strings.Contains(s, want) {
 			t.Errorf("recorded error %q: want %q and no part of the path or query", s, want)
+		}
+	}
+}
+
+// A redirect's Location is cut the same way.
+func TestRedirectLocationHidesURLSecrets(t *testing.T) {
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		w.Header().Set("Location", "https://hooks.example.com/services/T0/B0/pathsecret?token=querysecret")
+		w.WriteHeader(http.StatusMovedPermanently)
+		return http.StatusMovedPermanently
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [1h]")))
+	g.send(t, "evt_moved", "invoice.paid")
+	d := g.waitState(t, "r", "stripe", "evt_moved", store.StateRetrying)
+	attempts, err := g.Store().Attempts(context.Background(), d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "redirect not followed: https://hooks.example.com/…"
+	for _, s := range []string{d.LastError, attempts[0].Error} {
+		if s != want {
+			t.Errorf("recorded error %q, want %q", s, want)
 		}
 	}
 }

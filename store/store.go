@@ -53,13 +53,13 @@ type Config struct {
 	// OnCommit, if set, is called by the writer after each committed batch
 	// with the number of writes in it.
 	OnCommit func(n int)
-	// WALRestartFrames is the WAL size, in frames (pages), past which a
-	// checkpoint waits for the readers of the moment to finish so that the
-	// WAL starts again from its beginning. Without it, under constant reads
+	// WALRestartFrames is the WAL size, in frames (pages), past which the
+	// writer runs a RESTART checkpoint between two commits, so that the WAL
+	// starts again from its beginning. Without it, under constant reads
 	// and writes, the WAL file grows without bound (SQLite's checkpoint
-	// starvation). The writer waits at most for the readers of that moment
-	// (milliseconds) and the frames not yet copied. Default 8192 (32 MiB
-	// of 4 KiB pages).
+	// starvation). Writes wait for it: the frames not yet copied, and at
+	// most restartWait (100ms) for readers. Default 8192 (32 MiB of 4 KiB
+	// pages).
 	WALRestartFrames int
 }
 
