@@ -223,18 +223,13 @@ func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID strin
 // SetDeliveryState changes a delivery's state (e.g. to pending for a manual
 // retry), unless it already succeeded. It reports whether it changed.
 func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (bool, error) {
-	var changed bool
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE deliveries SET state = ?, updated_at = ? WHERE id = ? AND state != 'succeeded'`,
-			state, time.Now().UnixMilli(), id)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		changed = n > 0
+	var was bool
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		was, err = changed(tx.Exec(`UPDATE deliveries SET state = ?, updated_at = ? WHERE id = ? AND state != 'succeeded'`,
+			state, time.Now().UnixMilli(), id))
 		return err
 	})
-	return changed, err
+	return was, err
 }
 
 // DeliveryFilter selects deliveries for ListDeliveries.
@@ -378,15 +373,11 @@ func (s *Store) Requeue(ctx context.Context, seqs []int64) error {
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		for _, seq := range seqs {
-			r, err := tx.Exec(`DELETE FROM published WHERE seq = ?`, seq)
+			was, err := changed(tx.Exec(`DELETE FROM published WHERE seq = ?`, seq))
 			if err != nil {
 				return err
 			}
-			n, err := r.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n == 0 {
+			if !was {
 				continue // not published
 			}
 			if _, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, seq); err != nil {

@@ -130,15 +130,11 @@ func (s *Store) MarkPublished(ctx context.Context, acks []Published, at time.Tim
 	return s.write(ctx, func(tx *sql.Tx) error {
 		unqueue, mark := tx.Stmt(s.stmts.unqueue), tx.Stmt(s.stmts.markPublished)
 		for _, a := range acks {
-			r, err := unqueue.Exec(a.Seq)
+			was, err := changed(unqueue.Exec(a.Seq))
 			if err != nil {
 				return err
 			}
-			n, err := r.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n == 0 {
+			if !was {
 				continue // not in the outbox
 			}
 			if _, err := mark.Exec(a.Seq, a.StreamSeq, at.UnixMilli()); err != nil {
@@ -147,6 +143,15 @@ func (s *Store) MarkPublished(ctx context.Context, acks []Published, at time.Tim
 		}
 		return nil
 	})
+}
+
+// changed reports whether a statement changed a row, from Exec's results.
+func changed(r sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := r.RowsAffected()
+	return n > 0, err
 }
 
 // GetEvent returns one stored event.

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -498,7 +499,11 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // migrate applies the embedded migrations not yet recorded in user_version.
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB) error { return migrateTo(ctx, db, math.MaxInt) }
+
+// migrateTo applies the migrations not yet recorded, up to number upTo (tests
+// build databases of an earlier schema with it).
+func migrateTo(ctx context.Context, db *sql.DB, upTo int) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
@@ -513,7 +518,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if err != nil {
 			return fmt.Errorf("migration %s: bad name", name)
 		}
-		if n <= version {
+		if n <= version || n > upTo {
 			continue
 		}
 		body, err := migrations.ReadFile(name)
