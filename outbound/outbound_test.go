@@ -3,6 +3,8 @@ package outbound_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -559,5 +561,24 @@ func TestStreamWipedWhileStopped(t *testing.T) {
 	}
 	if n := len(ds.succeeded()["/ evt_early"]); n != 1 {
 		t.Fatalf("the delivered event was sent %d times, want 1", n)
+	}
+}
+
+// TestIdempotencyKeyStable pins the key derivation: downstreams dedup on
+// keys already sent, so a change here would make them run effects twice.
+func TestIdempotencyKeyStable(t *testing.T) {
+	long := strings.Repeat("r", 300) // longer than the stack buffer
+	for _, c := range []struct{ route, source, id, want string }{
+		{"billing", "stripe", "evt_1", "hg_aaa8abe84c2fc2f338aef570a8c4268c"},
+		{"", "", "", "hg_63cab8e921e413242a44bf4e8fdc999d"},
+		{"a:b", "1:", "ünïcode/évt", "hg_0fe4e335cc0453f72dbec0ae1075353e"},
+	} {
+		if got := outbound.IdempotencyKey(c.route, c.source, c.id); got != c.want {
+			t.Errorf("IdempotencyKey(%q, %q, %q) = %s, want %s", c.route, c.source, c.id, got, c.want)
+		}
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d:%s%d:%s%d:%s", len(long), long, 6, "stripe", 5, "evt_1")))
+	if got, want := outbound.IdempotencyKey(long, "stripe", "evt_1"), "hg_"+hex.EncodeToString(sum[:16]); got != want {
+		t.Errorf("long route: got %s, want %s", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,11 +109,20 @@ func Glob(pattern, s string) bool {
 // retries, redeliveries, restarts and inbound duplicates, and different for
 // different events or routes.
 func IdempotencyKey(route, source, eventID string) string {
-	h := sha256.New()
-	for _, part := range []string{route, source, eventID} {
-		fmt.Fprintf(h, "%d:%s", len(part), part)
+	// sha256 of "len:part" for each part, the first 16 bytes in hex.
+	// Built in a stack buffer: this runs once per delivered message.
+	var buf [256]byte
+	b := buf[:0]
+	for _, part := range [3]string{route, source, eventID} {
+		b = strconv.AppendInt(b, int64(len(part)), 10)
+		b = append(b, ':')
+		b = append(b, part...)
 	}
-	return "hg_" + hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256(b)
+	var out [3 + 32]byte
+	copy(out[:], "hg_")
+	hex.Encode(out[3:], sum[:16])
+	return string(out[:])
 }
 
 // limitedTransport waits for the route's rate limiter before every attempt.

@@ -110,12 +110,23 @@ func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt
 // prepared once: the round's writes on the writer, the lookup on the
 // readers.
 type deliveryStmts struct {
-	upsert, attempt *sql.Stmt // writer
-	status          *sql.Stmt // readers
+	insert, upsert, attempt *sql.Stmt // writer
+	status                  *sql.Stmt // readers
 }
 
 func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
 	var err error
+	// A delivery's first round inserts its row: run with Exec, its id is
+	// the rowid (RETURNING would cost a temporary table per call). Later
+	// rounds find the row there and take the upsert.
+	p.insert, err = w.PrepareContext(ctx, `
+		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
+			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (source, event_id, route) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("delivery insert: %w", err)
+	}
 	p.upsert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
 			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
@@ -146,7 +157,7 @@ func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
 }
 
 func (p *deliveryStmts) close() {
-	for _, s := range []*sql.Stmt{p.upsert, p.attempt, p.status} {
+	for _, s := range []*sql.Stmt{p.insert, p.upsert, p.attempt, p.status} {
 		if s != nil {
 			s.Close()
 		}
@@ -154,7 +165,7 @@ func (p *deliveryStmts) close() {
 }
 
 // roundStmts are a batch's delivery statements, bound to its transaction.
-type roundStmts struct{ upsert, attempt *sql.Stmt }
+type roundStmts struct{ insert, upsert, attempt *sql.Stmt }
 
 // record writes one round (see RecordRound), now in unix ms.
 func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
@@ -162,11 +173,24 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	var id int64
-	var total int
-	if err := rs.upsert.QueryRow(d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
-		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now).Scan(&id, &total); err != nil {
-		return fmt.Errorf("upsert delivery: %w", err)
+	args := []any{d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
+		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now}
+	res, err := rs.insert.Exec(args...)
+	var n, id int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err == nil && n == 1 {
+		id, err = res.LastInsertId()
+	}
+	if err != nil {
+		return fmt.Errorf("insert delivery: %w", err)
+	}
+	total := len(attempts)
+	if n == 0 { // a later round
+		if err := rs.upsert.QueryRow(args...).Scan(&id, &total); err != nil {
+			return fmt.Errorf("upsert delivery: %w", err)
+		}
 	}
 	// Attempt numbers continue from the stored count, which only this
 	// writer changes: they are unique per delivery.

@@ -28,11 +28,14 @@ type stmts struct {
 
 func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	var err error
+	// Run with Exec: no row inserted is a duplicate, else the new row's
+	// rowid is its seq (the trigger's outbox insert does not change
+	// last_insert_rowid once it ends). RETURNING would cost a temporary
+	// table per call: about 2 µs of a 3 µs insert.
 	p.claim, err = db.PrepareContext(ctx, `
 		INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING seq`)
+		ON CONFLICT (source, event_id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
@@ -89,10 +92,10 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 }
 
 // Unpublished returns up to limit events still in the outbox with Seq >
-// after, in intake order.
+// after, in intake order, with what their messages carry (not Headers).
 func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.headers, e.body, e.received_at
+		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.body, e.received_at
 		FROM outbox o CROSS JOIN events e ON e.seq = o.seq
 		WHERE o.seq > ? ORDER BY o.seq LIMIT ?`, after, limit)
 	if err != nil {
@@ -104,7 +107,7 @@ func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Even
 		var ev Event
 		var received int64
 		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType,
-			&ev.Headers, &ev.Body, &received); err != nil {
+			&ev.Body, &received); err != nil {
 			return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
 		}
 		ev.ReceivedAt = time.UnixMilli(received)

@@ -437,7 +437,7 @@ func (s *Store) commit(batch []*op) error {
 	for _, o := range batch {
 		if o.round != nil {
 			if rs.upsert == nil {
-				rs = roundStmts{upsert: tx.Stmt(s.dstmts.upsert), attempt: tx.Stmt(s.dstmts.attempt)}
+				rs = roundStmts{insert: tx.Stmt(s.dstmts.insert), upsert: tx.Stmt(s.dstmts.upsert), attempt: tx.Stmt(s.dstmts.attempt)}
 			}
 			if err := rs.record(o.round, o.attempts, o.now); err != nil {
 				tx.Rollback()
@@ -449,15 +449,20 @@ func (s *Store) commit(batch []*op) error {
 			if claim == nil {
 				claim = tx.Stmt(s.stmts.claim)
 			}
-			err := claim.QueryRow(ev.Source, ev.ID, ev.Type, ev.ContentType,
-				ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()).Scan(&ev.Seq)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				o.dup = true
-			case err != nil:
+			res, err := claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
+				ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli())
+			var n int64
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			if err == nil && n == 1 {
+				ev.Seq, err = res.LastInsertId()
+			}
+			if err != nil {
 				tx.Rollback()
 				return s.unavailable("claim", err)
 			}
+			o.dup = n == 0
 			continue
 		}
 		if savepoint == nil {

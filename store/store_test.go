@@ -83,6 +83,45 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 	}
 }
 
+// TestClaimSeqInBatch checks that each claim in a group commit, duplicates
+// among them, is told the seq of its own row.
+func TestClaimSeqInBatch(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	evs := make([]*Event, 200)
+	dups := make([]bool, len(evs))
+	var wg sync.WaitGroup
+	for i := range evs {
+		evs[i] = testEvent(fmt.Sprintf("evt_%d", i%150)) // the last 50 repeat earlier ones
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if dups[i], err = s.Claim(ctx, evs[i]); err != nil {
+				t.Errorf("Claim: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, ev := range evs {
+		if dups[i] {
+			continue
+		}
+		won++
+		var want int64
+		if err := s.r.QueryRow(`SELECT seq FROM events WHERE source = ? AND event_id = ?`, ev.Source, ev.ID).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq != want {
+			t.Errorf("%s: Seq = %d, want %d", ev.ID, ev.Seq, want)
+		}
+	}
+	if won != 150 {
+		t.Fatalf("%d claims won, want 150", won)
+	}
+}
+
 func TestOutboxAndReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	s := openTest(t, path)
