@@ -161,7 +161,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 		switch {
 		case err != nil:
 			backoff = min(max(2*backoff, 50*time.Millisecond), r.cfg.MaxBackoff)
-			r.log.Warn("outbox relay: publish failed, retrying", "err", err, "retry_in", backoff)
+			r.log.Warn("outbox relay: publishing or recording acks failed, retrying", "err", err, "retry_in", backoff)
 			if r.cfg.OnError != nil {
 				r.cfg.OnError(err)
 			}

@@ -106,15 +106,13 @@ func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt
 	return nil
 }
 
-// deliveryStmts are the statements of the delivery engine's hot path,
-// prepared once: the round's writes on the writer, the lookup on the
-// readers.
+// deliveryStmts are the writer's statements of the delivery engine's hot
+// path, prepared once (the lookup before a round is in lookup.go).
 type deliveryStmts struct {
 	insert, upsert, attempt *sql.Stmt // writer
-	status                  *sql.Stmt // readers
 }
 
-func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
+func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 	var err error
 	// A delivery's first round inserts its row: run with Exec, its id is
 	// the rowid (RETURNING would cost a temporary table per call). Later
@@ -148,16 +146,11 @@ func (p *deliveryStmts) prepare(ctx context.Context, w, r *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("attempt insert: %w", err)
 	}
-	p.status, err = r.PrepareContext(ctx, `SELECT id, state, attempts, rounds, next_attempt_at
-		FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`)
-	if err != nil {
-		return fmt.Errorf("delivery status: %w", err)
-	}
 	return nil
 }
 
 func (p *deliveryStmts) close() {
-	for _, s := range []*sql.Stmt{p.insert, p.upsert, p.attempt, p.status} {
+	for _, s := range []*sql.Stmt{p.insert, p.upsert, p.attempt} {
 		if s != nil {
 			s.Close()
 		}
@@ -226,20 +219,12 @@ func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID strin
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
 	}
-	var d DeliveryStatus
-	var next sql.NullInt64
-	// One indexed row: not worth making cancellable, which costs a
-	// goroutine in database/sql and a context hook in the driver per call.
-	err := s.dstmts.status.QueryRowContext(context.WithoutCancel(ctx), source, eventID, route).Scan(
-		&d.ID, &d.State, &d.Attempts, &d.Rounds, &next)
-	if errors.Is(err, sql.ErrNoRows) {
-		return DeliveryStatus{}, ErrNotFound
-	}
+	d, found, err := s.lookups.status(route, source, eventID)
 	if err != nil {
 		return DeliveryStatus{}, fmt.Errorf("%w: delivery status: %w", ErrUnavailable, err)
 	}
-	if next.Valid {
-		d.NextAttemptAt = time.UnixMilli(next.Int64)
+	if !found {
+		return DeliveryStatus{}, ErrNotFound
 	}
 	return d, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -333,4 +334,32 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
 		t.Fatalf("a repeated attempt number: %v, want a unique constraint error", err)
 	}
+}
+
+// Lookups racing Close end: each is answered or told the store is
+// unavailable, and Close waits for those running.
+func TestDeliveryStatusDuringClose(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				_, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrClosed) {
+					t.Errorf("DeliveryStatus: %v, want ErrNotFound or ErrUnavailable (closed)", err)
+				}
+				return
+			}
+		}()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
 }

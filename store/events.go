@@ -91,6 +91,21 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	return dup, nil
 }
 
+// insertEvent runs the claim statement for ev: dup if its (source, id) is
+// taken, else ev.Seq is set to its new row's.
+func insertEvent(claim *sql.Stmt, ev *Event) (dup bool, err error) {
+	res, err := claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
+		ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli())
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err == nil && n == 1 {
+		ev.Seq, err = res.LastInsertId()
+	}
+	return n == 0, err
+}
+
 // Unpublished returns up to limit events still in the outbox with Seq >
 // after, in intake order, with what their messages carry (not Headers).
 func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Event, error) {

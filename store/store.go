@@ -87,8 +87,9 @@ type Store struct {
 	ckptStop chan struct{} // closed by Close
 	ckptDone chan struct{}
 
-	stmts  stmts
-	dstmts deliveryStmts
+	stmts   stmts
+	dstmts  deliveryStmts
+	lookups *lookups
 }
 
 // op is one write waiting for the group commit. Ops are pooled: a write
@@ -177,13 +178,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		ckptStop:         make(chan struct{}),
 		ckptDone:         make(chan struct{}),
 	}
-	if err := errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w, r)); err != nil {
+	err = errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w))
+	if err != nil {
+		err = fmt.Errorf("store: prepare: %w", err)
+	} else if s.lookups, err = openLookups(r.Driver(), dsn(cfg.Path, true)); err != nil {
+		err = fmt.Errorf("store: delivery lookups: %w", err)
+	}
+	if err != nil {
 		s.stmts.close()
 		s.dstmts.close()
 		s.w.Close()
 		s.r.Close()
 		s.ckpt.Close()
-		return nil, fmt.Errorf("store: prepare: %w", err)
+		return nil, err
 	}
 	go s.writer()
 	go s.checkpointer()
@@ -315,7 +322,7 @@ func (s *Store) Close() error {
 		<-s.ckptDone
 		s.stmts.close()
 		s.dstmts.close()
-		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.lookups.close(), s.ckpt.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -449,20 +456,10 @@ func (s *Store) commit(batch []*op) error {
 			if claim == nil {
 				claim = tx.Stmt(s.stmts.claim)
 			}
-			res, err := claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
-				ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli())
-			var n int64
-			if err == nil {
-				n, err = res.RowsAffected()
-			}
-			if err == nil && n == 1 {
-				ev.Seq, err = res.LastInsertId()
-			}
-			if err != nil {
+			if o.dup, err = insertEvent(claim, ev); err != nil {
 				tx.Rollback()
 				return s.unavailable("claim", err)
 			}
-			o.dup = n == 0
 			continue
 		}
 		if savepoint == nil {

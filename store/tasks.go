@@ -91,8 +91,11 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 		ev.Headers = []byte("{}")
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		if err := tx.Stmt(s.stmts.claim).QueryRow(ev.Source, ev.ID, ev.Type, ev.ContentType,
-			ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()).Scan(&ev.Seq); err != nil {
+		dup, err := insertEvent(tx.Stmt(s.stmts.claim), ev)
+		if err == nil && dup {
+			err = errors.New("an event with this id exists")
+		}
+		if err != nil {
 			return fmt.Errorf("task event: %w", err)
 		}
 		if _, err := tx.Exec(`INSERT INTO tasks (id, scope, created_at) VALUES (?, ?, ?)`,
