@@ -124,20 +124,20 @@ type sample struct {
 
 // report collects everything the run measured.
 type report struct {
-	o                        *options
-	bare, peak, half         result
-	halfRate                 float64
-	deliveryRate             float64
-	deliveryTime             time.Duration
-	delivered, requests      int64
-	drained                  bool
-	rssIdle, rssPeak, rssEnd int64
-	hwm                      int64
-	soakStart, soakEnd       int64
-	soakMax                  int64
-	peakCPU, halfCPU         cpuSplit
-	samples                  []sample
-	lastErr                  string
+	o                         *options
+	bare, peak, half          result
+	halfRate                  float64
+	deliveryRate              float64
+	deliveryTime              time.Duration
+	delivered, requests       int64
+	drained                   bool
+	rssIdle, rssPeak, rssEnd  int64
+	hwm                       int64
+	soakStart, soakEnd        int64
+	soakMax                   int64
+	bareCPU, peakCPU, halfCPU cpuSplit
+	samples                   []sample
+	lastErr                   string
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -172,7 +172,9 @@ func run(ctx context.Context, o *options) (string, error) {
 			l := newLoader(addr, o.conns, o.size, o.repeat, tag+"b")
 			logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
 			l.closedLoop(ctx, o.warmup)
+			m := measureCPU(p)
 			r.bare = l.closedLoop(ctx, o.bareDuration)
+			r.bareCPU = m.done()
 			l.client.CloseIdleConnections()
 			logf("bare fiber: %.0f req/s", r.bare.rate())
 		}
@@ -346,29 +348,34 @@ func run(ctx context.Context, o *options) (string, error) {
 	return r.markdown(), ctx.Err()
 }
 
-// cpuSplit is the CPU used during a phase, in cores: by the gateway, by
-// the bench process, and by everything else on the machine (other
-// processes, kernel threads), which disturbs the measurement.
-type cpuSplit struct{ gateway, bench, other float64 }
+// cpuSplit is the CPU used during a phase, in cores: by the server under
+// test, by the bench process, by everything else on the machine (other
+// processes, kernel threads), and the time the hypervisor gave to other
+// machines (steal). The last two disturb the measurement.
+type cpuSplit struct{ server, bench, other, steal float64 }
 
 func (c cpuSplit) String() string {
-	return fmt.Sprintf("%.2f / %.2f / %.2f cores of %d", c.gateway, c.bench, c.other, runtime.NumCPU())
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f cores of %d", c.server, c.bench, c.other, c.steal, runtime.NumCPU())
 }
 
 type cpuMeter struct {
-	gw               *proc
-	start            time.Time
-	g0, b0, machine0 time.Duration
+	p                        *proc
+	start                    time.Time
+	p0, b0, machine0, steal0 time.Duration
 }
 
-func measureCPU(gw *proc) *cpuMeter {
-	return &cpuMeter{gw: gw, start: time.Now(), g0: gw.cpuTime(), b0: selfCPU(), machine0: machineBusy()}
+func measureCPU(p *proc) *cpuMeter {
+	m := &cpuMeter{p: p, start: time.Now(), p0: p.cpuTime(), b0: selfCPU()}
+	m.machine0, m.steal0 = machineCPU()
+	return m
 }
 
 func (m *cpuMeter) done() cpuSplit {
 	secs := time.Since(m.start).Seconds()
-	g, b, all := m.gw.cpuTime()-m.g0, selfCPU()-m.b0, machineBusy()-m.machine0
-	return cpuSplit{g.Seconds() / secs, b.Seconds() / secs, max(0, (all-g-b).Seconds()/secs)}
+	all, steal := machineCPU()
+	g, b := m.p.cpuTime()-m.p0, selfCPU()-m.b0
+	all, steal = all-m.machine0, steal-m.steal0
+	return cpuSplit{g.Seconds() / secs, b.Seconds() / secs, max(0, (all-steal-g-b).Seconds()/secs), steal.Seconds() / secs}
 }
 
 // signalProfile starts (SIGUSR1) or stops (SIGUSR2) the CPU profile of an
@@ -463,9 +470,12 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| soak %s: RSS start → end (max) | %s → %s (%s) | flat | %s |\n",
 			o.soak, mb(r.soakStart), mb(r.soakEnd), mb(r.soakMax), yes(growth < 0.10))
 	}
-	fmt.Fprintf(&b, "| CPU at peak: gateway / bench (load + downstream) / other processes | %s | | |\n", r.peakCPU)
+	if r.bare.rate() > 0 {
+		fmt.Fprintf(&b, "| CPU on bare Fiber: server / bench / other processes / stolen by the hypervisor | %s | | |\n", r.bareCPU)
+	}
+	fmt.Fprintf(&b, "| CPU at peak: gateway / bench (load + downstream) / other processes / stolen by the hypervisor | %s | | |\n", r.peakCPU)
 	if r.halfRate > 0 {
-		fmt.Fprintf(&b, "| CPU at half the peak: gateway / bench / other processes | %s | | |\n", r.halfCPU)
+		fmt.Fprintf(&b, "| CPU at half the peak: gateway / bench / other processes / stolen | %s | | |\n", r.halfCPU)
 	}
 	fmt.Fprintf(&b, "| answers at peak: accepted / duplicate / failed | %d / %d / %d | | |\n",
 		r.peak.accepted, r.peak.duplicate, r.peak.failed)

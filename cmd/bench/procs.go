@@ -240,24 +240,25 @@ func (o *outbox) backlog() int64 {
 
 func (o *outbox) close() { o.db.Close() }
 
-// machineBusy is the CPU time all processes have used (user, nice, system,
-// irq, softirq, steal), from /proc/stat.
-func machineBusy() time.Duration {
+// machineCPU is the CPU time all processes have used (user, nice, system,
+// irq, softirq, steal), and of it the time the hypervisor gave to other
+// machines (steal), from /proc/stat.
+func machineCPU() (busy, steal time.Duration) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0
+		return 0, 0
 	}
-	var busy int64
+	var ticks [9]int64
 	for _, i := range []int{1, 2, 3, 6, 7, 8} {
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		busy += n
+		ticks[i], _ = strconv.ParseInt(f[i], 10, 64)
+		busy += time.Duration(ticks[i]) * time.Second / 100
 	}
-	return time.Duration(busy) * time.Second / 100
+	return busy, time.Duration(ticks[8]) * time.Second / 100
 }
 
 // selfCPU is the CPU time the bench process has used.
