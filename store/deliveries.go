@@ -168,19 +168,12 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	}
 	args := []any{d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
 		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now}
-	res, err := rs.insert.Exec(args...)
-	var n, id int64
-	if err == nil {
-		n, err = res.RowsAffected()
-	}
-	if err == nil && n == 1 {
-		id, err = res.LastInsertId()
-	}
+	id, ok, err := inserted(rs.insert.Exec(args...))
 	if err != nil {
 		return fmt.Errorf("insert delivery: %w", err)
 	}
 	total := len(attempts)
-	if n == 0 { // a later round
+	if !ok { // a later round
 		if err := rs.upsert.QueryRow(args...).Scan(&id, &total); err != nil {
 			return fmt.Errorf("upsert delivery: %w", err)
 		}

@@ -94,16 +94,12 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 // insertEvent runs the claim statement for ev: dup if its (source, id) is
 // taken, else ev.Seq is set to its new row's.
 func insertEvent(claim *sql.Stmt, ev *Event) (dup bool, err error) {
-	res, err := claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
-		ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli())
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
+	seq, ok, err := inserted(claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
+		ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()))
+	if ok {
+		ev.Seq = seq
 	}
-	if err == nil && n == 1 {
-		ev.Seq, err = res.LastInsertId()
-	}
-	return n == 0, err
+	return !ok, err
 }
 
 // Unpublished returns up to limit events still in the outbox with Seq >
@@ -170,6 +166,16 @@ func changed(r sql.Result, err error) (bool, error) {
 	}
 	n, err := r.RowsAffected()
 	return n > 0, err
+}
+
+// inserted tells whether an INSERT … ON CONFLICT DO NOTHING added its row,
+// and the row's rowid if it did.
+func inserted(r sql.Result, err error) (rowid int64, ok bool, _ error) {
+	if ok, err = changed(r, err); !ok || err != nil {
+		return 0, false, err
+	}
+	rowid, err = r.LastInsertId()
+	return rowid, err == nil, err
 }
 
 // GetEvent returns one stored event.
