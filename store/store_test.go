@@ -227,7 +227,5 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	if c := commits.Load(); c > 0 {
-		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
-	}
+	reportWrites(b, &commits, &writes)
 }

@@ -62,9 +62,7 @@ func BenchmarkWriterClaim(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
-	if c := commits.Load(); c > 0 {
-		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
-	}
+	reportWrites(b, &commits, &writes)
 }
 
 // BenchmarkWriterOp is a generic write (a closure run in its own
@@ -89,9 +87,7 @@ func BenchmarkWriterOp(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
-	if c := commits.Load(); c > 0 {
-		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
-	}
+	reportWrites(b, &commits, &writes)
 }
 
 // BenchmarkWriterMarkPublished is the relay's write: events acknowledged
@@ -137,5 +133,12 @@ func BenchmarkWriterMarkPublished(b *testing.B) {
 	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
 	if n, err := s.OutboxBacklog(ctx); err != nil || n != 0 {
 		b.Fatalf("outbox holds %d events after marking all, %v", n, err)
+	}
+}
+
+// reportWrites reports the writes per group commit counted by OnCommit.
+func reportWrites(b *testing.B, commits, writes *atomic.Int64) {
+	if c := commits.Load(); c > 0 {
+		b.ReportMetric(float64(writes.Load())/float64(c), "writes/commit")
 	}
 }
