@@ -231,6 +231,25 @@ func (b *Broker) Close() {
 	})
 }
 
+// HandBack gives msg back to its consumer to be delivered again at once,
+// and returns once the server has taken it in. A plain NAK only queues the
+// message again in the server's memory: across a restart the message keeps
+// its last delivery time and waits out its AckWait. A NAK with a delay
+// (here 1ns) moves that time back, which the consumer's stored state keeps.
+// The NAK is sent as a request, answered once the consumer processed it,
+// so a shutdown right after it cannot drop it.
+func (b *Broker) HandBack(ctx context.Context, msg natsjs.Msg) error {
+	if msg.Reply() == "" {
+		return errors.New("hand back: the message has no ack subject")
+	}
+	if _, err := b.nc.RequestWithContext(ctx, msg.Reply(), handBackNak); err != nil {
+		return fmt.Errorf("hand back: %w", err)
+	}
+	return nil
+}
+
+var handBackNak = []byte(`-NAK {"delay": 1}`)
+
 // Subject returns the subject of an event: webhooks.<source>.<type>, each
 // dot-separated part of the type made a valid subject token ('_' for an
 // empty type or part; characters other than letters, digits, '-' and '_'

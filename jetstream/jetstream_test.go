@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/store"
 
@@ -254,5 +255,67 @@ func TestRelayStopRecordsRefusedAcks(t *testing.T) {
 	r.Stop()
 	if _, n, err := st.Counts(context.Background()); err != nil || n != 0 {
 		t.Fatalf("outbox after stop = %d (%v), want 0", n, err)
+	}
+}
+
+// A message handed back just before a shutdown is delivered again at once
+// after the restart, not after its AckWait: the server keeps no memory of
+// a plain NAK across a restart.
+func TestHandBackSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	consumer := natsjs.ConsumerConfig{Durable: "route", AckPolicy: natsjs.AckExplicitPolicy, AckWait: time.Minute}
+
+	b, err := Connect(ctx, Config{StoreDir: dir}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cons, err := b.JetStream().CreateOrUpdateConsumer(ctx, b.Stream(), consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JetStream().Publish(ctx, Subject("stripe", "invoice.paid"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, natsjs.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := <-batch.Messages()
+	if msg == nil {
+		t.Fatal("the published message was not delivered")
+	}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.HandBack(hctx, msg); err != nil {
+		t.Fatalf("HandBack: %v", err)
+	}
+	b.Close()
+
+	b, err = Connect(ctx, Config{StoreDir: dir}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cons, err = b.JetStream().Consumer(ctx, b.Stream(), consumer.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Well within the minute of AckWait.
+	batch, err = cons.Fetch(1, natsjs.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg = <-batch.Messages()
+	if msg == nil {
+		t.Fatalf("after the restart, the handed-back message was not delivered again within 10s (AckWait %s)", consumer.AckWait)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := md.NumDelivered, uint64(2); got != want {
+		t.Errorf("NumDelivered = %d, want %d", got, want)
 	}
 }

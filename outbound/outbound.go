@@ -260,7 +260,7 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 		for msg := range batch.Messages() {
 			n--
 			if pullCtx.Err() != nil {
-				msg.Nak() // stopping: another process takes it at once
+				e.handBack(msg) // stopping: another process, or the next start, takes it at once
 				<-sem
 				continue
 			}
@@ -390,7 +390,7 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	r.breaker.record(roundSucceeded(d), time.Now())
 	if d == nil {
 		if ctx.Err() != nil {
-			msg.Nak() // stopped mid-round: another process takes it at once
+			e.handBack(msg) // stopped mid-round: another process, or the next start, takes it at once
 		} else {
 			// The outcome could not be recorded (the store refuses writes):
 			// try again later, not in a tight loop.
@@ -405,6 +405,22 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.Ack()
 	}
 }
+
+// handBack gives a message back at a stop, to be delivered again at once,
+// also after a restart (see jetstream.Broker.HandBack); if the server does
+// not answer in time, a plain NAK is the fallback.
+func (e *Engine) handBack(msg natsjs.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), handBackWait)
+	defer cancel()
+	if err := e.broker.HandBack(ctx, msg); err != nil {
+		e.log.Warn("cannot hand a message back; it is redelivered after its ack wait", "err", err)
+		msg.Nak()
+	}
+}
+
+// handBackWait bounds how long a stop waits for the server to take a
+// message back.
+const handBackWait = 2 * time.Second
 
 // inProgress signals a message's progress every interval until stopped.
 type inProgress struct {
