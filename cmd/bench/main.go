@@ -48,7 +48,7 @@ import (
 type options struct {
 	duration, half, bareDuration, warmup, soak, drainTimeout, sample time.Duration
 	conns, size, routeConcurrency, batchMax                          int
-	repeat                                                           float64
+	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
 	natsSync, dupWindow                                              string
 	noRoute                                                          bool
@@ -62,6 +62,7 @@ func main() {
 	o := &options{}
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "peak phase: closed-loop load on the gateway")
 	flag.DurationVar(&o.half, "half", 15*time.Second, "second phase: the gateway at half the peak rate (0 skips it)")
+	flag.Float64Var(&o.halfRate, "half-rate", 0, "events/s offered in the half phase (0: half the peak); a fixed rate makes the gateway's CPU per event comparable between runs")
 	flag.DurationVar(&o.bareDuration, "bare-duration", 10*time.Second, "the same load on a bare Fiber handler (0 skips it)")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured load before each measured closed-loop phase")
 	flag.DurationVar(&o.soak, "soak", 0, "long run at half the peak rate after the other phases, for memory flatness (e.g. 5m)")
@@ -305,6 +306,9 @@ func run(ctx context.Context, o *options) (string, error) {
 	if o.half > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
 		phase.Store("half")
 		r.halfRate = r.peak.rate() / 2
+		if o.halfRate > 0 {
+			r.halfRate = o.halfRate
+		}
 		logf("gateway: %s at %.0f events/s (half the peak)", o.half, r.halfRate)
 		m := measureCPU(gw)
 		r.half = l.openLoop(ctx, o.half, r.halfRate)
@@ -441,7 +445,11 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 | %s / %s / %s | | |\n",
 		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)))
-	if r.halfRate > 0 {
+	switch {
+	case r.halfRate > 0 && o.halfRate > 0: // not half the peak: no verdict
+		fmt.Fprintf(&b, "| p99 at a fixed rate (-half-rate: %s events/s offered, %s served) | %s (p50 %s, p99.9 %s) | | |\n",
+			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)))
+	case r.halfRate > 0:
 		fmt.Fprintf(&b, "| p99 at half the peak (%s events/s offered, %s served) | %s (p50 %s, p99.9 %s) | < 25 ms | %s |\n",
 			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)),
 			yes(r.half.pct(99) < 25*time.Millisecond && r.half.rate() > 0.95*r.halfRate))
@@ -477,6 +485,16 @@ func (r *report) markdown() string {
 	if r.halfRate > 0 {
 		fmt.Fprintf(&b, "| CPU at half the peak: gateway / bench / other processes / stolen | %s | | |\n", r.halfCPU)
 	}
+	// The gateway's CPU time per event answered (delivery included when
+	// there is a route): at a fixed rate, the steadiest figure to compare.
+	perEvent := func(c cpuSplit, rate float64) string {
+		if rate <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f µs", c.server*1e6/rate)
+	}
+	fmt.Fprintf(&b, "| gateway CPU per event answered: at peak / at half the peak | %s / %s | | |\n",
+		perEvent(r.peakCPU, r.peak.rate()), perEvent(r.halfCPU, r.half.rate()))
 	fmt.Fprintf(&b, "| answers at peak: accepted / duplicate / failed | %d / %d / %d | | |\n",
 		r.peak.accepted, r.peak.duplicate, r.peak.failed)
 	fmt.Fprintf(&b, "| downstream: distinct events / requests | %d / %d | | |\n", r.delivered, r.requests)
