@@ -104,7 +104,26 @@ func insertEvent(claim *sql.Stmt, ev *Event) (dup bool, err error) {
 
 // Unpublished returns up to limit events still in the outbox with Seq >
 // after, in intake order, with what their messages carry (not Headers).
+//
+// The newest events usually come from memory (see tail): copies the writer
+// kept of the claims it committed.
 func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
+	if evs, ok := s.tail.read(after, limit); ok {
+		return evs, nil
+	}
+	gen := s.tail.arm()
+	evs, err := s.queryUnpublished(ctx, after, limit)
+	if err == nil && len(evs) < limit {
+		floor := after
+		if len(evs) > 0 {
+			floor = evs[len(evs)-1].Seq
+		}
+		s.tail.armed(gen, floor)
+	}
+	return evs, err
+}
+
+func (s *Store) queryUnpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.body, e.received_at
 		FROM outbox o CROSS JOIN events e ON e.seq = o.seq
@@ -141,7 +160,7 @@ func (s *Store) MarkPublished(ctx context.Context, acks []Published, at time.Tim
 	if len(acks) == 0 {
 		return nil
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
 		unqueue, mark := tx.Stmt(s.stmts.unqueue), tx.Stmt(s.stmts.markPublished)
 		for _, a := range acks {
 			was, err := changed(unqueue.Exec(a.Seq))

@@ -90,6 +90,7 @@ type Store struct {
 	stmts   stmts
 	dstmts  deliveryStmts
 	lookups *lookups
+	tail    tail // the outbox's newest events, for Unpublished
 }
 
 // op is one write waiting for the group commit. Ops are pooled: a write
@@ -103,8 +104,10 @@ type op struct {
 	round    *Delivery
 	attempts []Attempt
 	now      int64
-	err      error
-	done     chan struct{} // capacity 1: the writer sends once the op is settled
+	// Set on an fn that never adds to the outbox (see tail).
+	outboxSafe bool
+	err        error
+	done       chan struct{} // capacity 1: the writer sends once the op is settled
 }
 
 var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
@@ -331,8 +334,19 @@ func (s *Store) Close() error {
 // transaction committed (or failed). fn runs inside its own savepoint, so its
 // error rolls back only its own changes.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.writeOp(ctx, fn, false)
+}
+
+// writeOutboxSafe is write for an fn that never adds events to the outbox
+// (it may take them out): unlike other writes, its commit leaves the
+// in-memory tail of the outbox in use.
+func (s *Store) writeOutboxSafe(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.writeOp(ctx, fn, true)
+}
+
+func (s *Store) writeOp(ctx context.Context, fn func(*sql.Tx) error, outboxSafe bool) error {
 	o := getOp()
-	o.fn = fn
+	o.fn, o.outboxSafe = fn, outboxSafe
 	err := s.submit(ctx, o)
 	putOp(o)
 	return err
@@ -383,6 +397,7 @@ func (s *Store) writer() {
 		last = len(batch)
 		n := len(batch)
 		err := s.commit(batch)
+		s.tail.committed(batch, err == nil)
 		for i, o := range batch {
 			if err != nil && o.err == nil {
 				o.err = err
