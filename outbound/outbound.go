@@ -257,10 +257,17 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 			}
 			continue
 		}
+		// Messages that come once a stop began are handed back, under one
+		// deadline for them all.
+		var handBackCtx context.Context
+		cancelHandBack := func() {}
 		for msg := range batch.Messages() {
 			n--
 			if pullCtx.Err() != nil {
-				e.handBack(msg) // stopping: another process, or the next start, takes it at once
+				if handBackCtx == nil {
+					handBackCtx, cancelHandBack = context.WithTimeout(context.Background(), handBackWait)
+				}
+				e.handBack(handBackCtx, msg) // another process, or the next start, takes it at once
 				<-sem
 				continue
 			}
@@ -270,6 +277,7 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 				e.handle(roundCtx, r, msg)
 			}()
 		}
+		cancelHandBack()
 		for range n {
 			<-sem
 		}
@@ -390,7 +398,9 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	r.breaker.record(roundSucceeded(d), time.Now())
 	if d == nil {
 		if ctx.Err() != nil {
-			e.handBack(msg) // stopped mid-round: another process, or the next start, takes it at once
+			hctx, cancel := context.WithTimeout(context.Background(), handBackWait)
+			e.handBack(hctx, msg) // stopped mid-round: another process, or the next start, takes it at once
+			cancel()
 		} else {
 			// The outcome could not be recorded (the store refuses writes):
 			// try again later, not in a tight loop.
@@ -408,18 +418,16 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 
 // handBack gives a message back at a stop, to be delivered again at once,
 // also after a restart (see jetstream.Broker.HandBack); if the server does
-// not answer in time, a plain NAK is the fallback.
-func (e *Engine) handBack(msg natsjs.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), handBackWait)
-	defer cancel()
+// not answer before ctx ends, a plain NAK is the fallback.
+func (e *Engine) handBack(ctx context.Context, msg natsjs.Msg) {
 	if err := e.broker.HandBack(ctx, msg); err != nil {
 		e.log.Warn("cannot hand a message back; it is redelivered after its ack wait", "err", err)
 		msg.Nak()
 	}
 }
 
-// handBackWait bounds how long a stop waits for the server to take a
-// message back.
+// handBackWait bounds how long a stop waits for the server to take
+// messages back (those of one fetch together).
 const handBackWait = 2 * time.Second
 
 // inProgress signals a message's progress every interval until stopped.
