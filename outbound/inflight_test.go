@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
@@ -23,7 +24,11 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 		w.WriteHeader(204)
 		return 204
 	})
-	g := startGateway(t, baseConfig(t, routeYAML("slow", ds.URL, ", concurrency: 4")))
+	// The held request must outlast every wait below: at the route's
+	// default timeout (15s) the attempt would end and its retry would
+	// overlap the still-held handler, which reads as a second concurrent
+	// request. A copy whose delivery was lost comes back after AckWait.
+	g := startGateway(t, baseConfig(t, routeYAML("slow", ds.URL, ", concurrency: 4, timeout: 2m")))
 	t.Cleanup(func() { // on failure, before the gateway stops
 		select {
 		case <-release:
@@ -33,6 +38,15 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 	})
 	ctx := context.Background()
 	js := g.Broker().JetStream()
+	// The engine makes the route's consumer once JetStream answers, which
+	// may be after Start returns; the stream keeps only what some consumer
+	// wants, so a copy published before that would be dropped.
+	var cons natsjs.Consumer
+	waitFor(t, "the route's consumer", func() (bool, string) {
+		var err error
+		cons, err = js.Consumer(ctx, g.Broker().Stream(), "route_slow")
+		return err == nil, fmt.Sprint(err)
+	})
 	for i := range 2 {
 		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{},
 			Data: []byte(`{"id":"evt_twice"}`)}
@@ -44,10 +58,6 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
-	}
-	cons, err := js.Consumer(ctx, g.Broker().Stream(), "route_slow")
-	if err != nil {
-		t.Fatal(err)
 	}
 	info := func() string {
 		ci, err := cons.Info(ctx)
@@ -62,7 +72,7 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 	// (and delivered again) rather than sent.
 	waitFor(t, "one request held and the second copy handed back", func() (bool, string) {
 		if n := ds.inflight.Load(); n > 1 {
-			t.Fatalf("%d concurrent requests for one event", n)
+			t.Fatalf("%d concurrent requests for one event (%s)", n, info())
 		}
 		ci, err := cons.Info(ctx)
 		if err != nil {
