@@ -219,6 +219,11 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 		if len(st.attempts) == 0 {
 			return nil
 		}
+		if manual {
+			// An operator's retry or replay stays pending: the next start
+			// puts its event back in the outbox (Engine.Recover).
+			d.State, d.NextAttemptAt = store.StatePending, time.Time{}
+		}
 	case manual:
 		// An operator's round leaves the state and schedule where they were.
 		outcome = "failed"

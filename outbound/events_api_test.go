@@ -294,3 +294,68 @@ func TestEventReplay(t *testing.T) {
 		t.Fatalf("new route delivery %+v", d)
 	}
 }
+
+// A replay or retry cut short leaves its delivery pending, and the next
+// start sends the event again: after a stop during the replay's request,
+// and after a crash between the reset and the round (the delivery reset to
+// pending, nothing recorded).
+func TestUnfinishedReplayRunsAtNextStart(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		if n == 1 {
+			<-release // the replay's request, held until the gateway stopped
+		}
+		w.WriteHeader(204)
+		return 204
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	g := startGateway(t, eventsConfig(t, routeYAML("r", ds.URL, "")))
+	cfg := g.cfg
+	g.send(t, "evt_replayed", "invoice.paid")
+	g.waitState(t, "r", "stripe", "evt_replayed", store.StateSucceeded)
+	key := outbound.IdempotencyKey("r", "stripe", "evt_replayed")
+
+	// Stopped during the replay's request.
+	if code, body := g.api(t, http.MethodPost, "/v1/events/stripe/evt_replayed/replay", apiToken); code != 202 {
+		t.Fatalf("replay: %d %s", code, body)
+	}
+	waitFor(t, "the replay's request held", func() (bool, string) {
+		return ds.inflight.Load() == 1, fmt.Sprint(len(ds.requests()), " requests")
+	})
+	stopCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	g.Stop(stopCtx)
+	cancel()
+	g = restart(t, cfg)
+	waitFor(t, "the replay sent again after the restart", func() (bool, string) {
+		return len(ds.requests()) == 3, fmt.Sprint(len(ds.requests()), " requests")
+	})
+	d := g.waitState(t, "r", "stripe", "evt_replayed", store.StateSucceeded)
+	if d.Attempts != 3 {
+		t.Errorf("attempts = %d, want 3 (the first delivery, the cut replay, the replay again)", d.Attempts)
+	}
+	if r := ds.requests()[2]; r.key != key || r.attempt != "3" {
+		t.Errorf("request again: key %q attempt %s, want %q attempt 3", r.key, r.attempt, key)
+	}
+
+	// Died between the reset and the round.
+	if _, err := g.Store().ResetDelivery(context.Background(), &store.Delivery{Route: "r", Source: "stripe",
+		EventID: "evt_replayed", EventType: "invoice.paid", IdempotencyKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg)
+	waitFor(t, "the reset delivery sent after the restart", func() (bool, string) {
+		return len(ds.requests()) == 4, fmt.Sprint(len(ds.requests()), " requests")
+	})
+	if d := g.waitState(t, "r", "stripe", "evt_replayed", store.StateSucceeded); d.Attempts != 4 {
+		t.Errorf("attempts = %d, want 4", d.Attempts)
+	}
+}

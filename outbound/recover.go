@@ -16,8 +16,11 @@ const metaStreamCreated = "stream_created"
 // lost and some matching route has not finished with: all of them when the
 // stream was created anew (its store wiped, or deleted on an external
 // server), else those whose stream sequence is past the stream's last (a
-// tail lost inside the fsync interval). Call it before the relay starts.
-// Stable Idempotency-Keys make the re-delivery safe.
+// tail lost inside the fsync interval). It also puts back the event of
+// every pending delivery of a configured route, so that an operator's
+// retry or replay cut short by a stop or a crash runs again. Call it
+// before the relay starts. Stable Idempotency-Keys make the re-delivery
+// safe.
 func (e *Engine) Recover(ctx context.Context) (int, error) {
 	if err := e.broker.EnsureStream(ctx); err != nil {
 		return 0, err
@@ -52,15 +55,33 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	lost := len(requeue)
+	// A pending delivery is one an operator's retry or replay left
+	// unfinished (the gateway stopped or died during its round), or one
+	// whose message is still in the stream. Its event goes back in the
+	// outbox either way: a second copy of a message is harmless (the
+	// engine reads the delivery's state before each round).
+	err = e.store.PendingDeliveries(ctx, func(seq int64, route, source, eventType string) error {
+		if r := e.byName[route]; r != nil && r.matches(source, eventType) {
+			requeue = append(requeue, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
 	if err := e.store.Requeue(ctx, requeue); err != nil {
 		return 0, err
 	}
 	if err := e.store.SetMeta(ctx, metaStreamCreated, created); err != nil {
 		return 0, err
 	}
-	if len(requeue) > 0 {
-		e.log.Warn("stream lost undelivered events; publishing them again", "events", len(requeue),
+	if lost > 0 {
+		e.log.Warn("stream lost undelivered events; publishing them again", "events", lost,
 			"stream_recreated", known != "" && known != created)
+	}
+	if n := len(requeue) - lost; n > 0 {
+		e.log.Info("pending deliveries (an unfinished operator retry or replay); publishing their events again", "deliveries", n)
 	}
 	return len(requeue), nil
 }

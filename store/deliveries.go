@@ -367,6 +367,35 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(
 	return rows.Err()
 }
 
+const pendingDeliveriesQuery = `
+	SELECT e.seq, d.route, d.source, e.event_type
+	FROM deliveries d CROSS JOIN events e ON e.source = d.source AND e.event_id = d.event_id
+	WHERE d.state = 'pending' ORDER BY d.id`
+
+// PendingDeliveries calls fn for every delivery in state pending, with its
+// event's intake sequence, route, source and type.
+func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error {
+	rows, err := s.r.QueryContext(ctx, pendingDeliveriesQuery)
+	if err != nil {
+		return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var route, source, typ string
+		if err := rows.Scan(&seq, &route, &source, &typ); err != nil {
+			return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
+		}
+		if err := fn(seq, route, source, typ); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // Requeue puts published events back in the outbox, to be published
 // again. A seq that is not a published event is left alone.
 func (s *Store) Requeue(ctx context.Context, seqs []int64) error {

@@ -165,6 +165,7 @@ func TestDeliveryQueryPlans(t *testing.T) {
 		{"ListDeliveries", `SELECT * FROM deliveries WHERE id > ? ORDER BY id LIMIT ?`, "INTEGER PRIMARY KEY (rowid>?)"},
 		{"PublishedSince", `SELECT group_concat(d.route, char(0)) FROM deliveries d
 			WHERE d.source = ? AND d.event_id = ? AND d.state IN ('succeeded', 'dead')`, unique + " (source=? AND event_id=?)"},
+		{"PendingDeliveries", pendingDeliveriesQuery, "deliveries_state (state=?)"},
 		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE source = ? AND event_id = ?`,
 			unique + " (source=? AND event_id=?)"},
 		{"retention: delete deliveries", `DELETE FROM deliveries WHERE source = ? AND event_id = ?`,
