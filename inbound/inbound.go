@@ -53,6 +53,7 @@ type source struct {
 	paths                []string // JSON paths to look up: id field, type field (either may be "")
 	needJSON             bool
 	keepHeaders          []string
+	accepted, duplicate  *outcomeMetrics
 }
 
 // Options are the optional parts of New.
@@ -93,6 +94,8 @@ func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*
 			src.maxBody = 1 << 20
 		}
 		src.keepHeaders = keepHeaders(sc)
+		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
+		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
 		h.sources[sc.Name] = src
 		h.maxBody = max(h.maxBody, src.maxBody)
 	}
@@ -226,16 +229,20 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 			"the event could not be stored; retry later")
 	}
 	status := OutcomeAccepted
+	debug := h.log.Enabled(context.Background(), slog.LevelDebug)
 	if dup {
 		status = OutcomeDuplicate
-		h.log.Info("duplicate event", "source", src.name, "event_id", ev.ID, "event_type", ev.Type)
+		if debug {
+			h.log.Debug("duplicate event", "source", src.name, "event_id", ev.ID, "event_type", ev.Type)
+		}
+		src.duplicate.observe(start)
 	} else {
 		h.notify()
-		if h.log.Enabled(context.Background(), slog.LevelDebug) {
+		if debug {
 			h.log.Debug("event accepted", "source", src.name, "event_id", ev.ID, "event_type", ev.Type, "seq", ev.Seq)
 		}
+		src.accepted.observe(start)
 	}
-	h.metrics.observe(src.name, status, start)
 	// The answer encoding/json gives for the map {"status","source",
 	// "event_id","event_type"} (keys sorted), without its reflection.
 	out := append(sc.out[:0], `{"event_id":`...)

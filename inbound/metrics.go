@@ -36,3 +36,26 @@ func (m *Metrics) observe(source, outcome string, start time.Time) {
 	m.requests.WithLabelValues(source, outcome).Inc()
 	m.latency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 }
+
+// outcomeMetrics are one source's counter and the latency histogram of one
+// outcome, looked up once: the label lookup costs more than the count.
+type outcomeMetrics struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// forOutcome returns the metrics of source and outcome, or nil for a nil m.
+func (m *Metrics) forOutcome(source, outcome string) *outcomeMetrics {
+	if m == nil {
+		return nil
+	}
+	return &outcomeMetrics{requests: m.requests.WithLabelValues(source, outcome), latency: m.latency.WithLabelValues(outcome)}
+}
+
+func (o *outcomeMetrics) observe(start time.Time) {
+	if o == nil {
+		return
+	}
+	o.requests.Inc()
+	o.latency.Observe(time.Since(start).Seconds())
+}
