@@ -137,8 +137,12 @@ type report struct {
 	soakStart, soakEnd        int64
 	soakMax                   int64
 	bareCPU, peakCPU, halfCPU cpuSplit
-	samples                   []sample
-	lastErr                   string
+	// The drain after the peak: delivery alone.
+	drainCPU       cpuSplit
+	drainDelivered int64
+	drainTime      time.Duration
+	samples        []sample
+	lastErr        string
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -292,7 +296,9 @@ func run(ctx context.Context, o *options) (string, error) {
 	if o.noRoute {
 		r.drained = waitOutbox(ctx, ob, o.drainTimeout)
 	} else {
+		d0, t0, m := ds.distinct.Load(), time.Now(), measureCPU(gw)
 		r.drained = waitDelivered(ctx, ds, want, o.drainTimeout)
+		r.drainCPU, r.drainTime, r.drainDelivered = m.done(), time.Since(t0), ds.distinct.Load()-d0
 	}
 	if first := l.firstAccepted.Load(); first > 0 {
 		r.deliveryTime = time.Duration(ds.last.Load() - first)
@@ -495,6 +501,13 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| gateway CPU per event answered: at peak / at half the peak | %s / %s | | |\n",
 		perEvent(r.peakCPU, r.peak.rate()), perEvent(r.halfCPU, r.half.rate()))
+	if r.drainDelivered > 0 {
+		// Delivery alone: no intake competes, so its CPU per delivery is
+		// the figure to compare for changes to the delivery path.
+		rate := float64(r.drainDelivered) / r.drainTime.Seconds()
+		fmt.Fprintf(&b, "| delivery alone (the drain after the peak): events/s; gateway CPU per delivery; CPU | %s /s; %s; %s | | |\n",
+			num(rate), perEvent(r.drainCPU, rate), r.drainCPU)
+	}
 	fmt.Fprintf(&b, "| answers at peak: accepted / duplicate / failed | %d / %d / %d | | |\n",
 		r.peak.accepted, r.peak.duplicate, r.peak.failed)
 	fmt.Fprintf(&b, "| downstream: distinct events / requests | %d / %d | | |\n", r.delivered, r.requests)
