@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
@@ -325,13 +326,7 @@ func TestUnfinishedReplayRunsAtNextStart(t *testing.T) {
 	if code, body := g.api(t, http.MethodPost, "/v1/events/stripe/evt_replayed/replay", apiToken); code != 202 {
 		t.Fatalf("replay: %d %s", code, body)
 	}
-	waitFor(t, "the replay's request held", func() (bool, string) {
-		return ds.inflight.Load() == 1, fmt.Sprint(len(ds.requests()), " requests")
-	})
-	stopCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	g.Stop(stopCtx)
-	cancel()
-	g = restart(t, cfg)
+	g = restartDuringHeldRequest(t, g, ds, cfg)
 	waitFor(t, "the replay sent again after the restart", func() (bool, string) {
 		return len(ds.requests()) == 3, fmt.Sprint(len(ds.requests()), " requests")
 	})
@@ -357,5 +352,50 @@ func TestUnfinishedReplayRunsAtNextStart(t *testing.T) {
 	})
 	if d := g.waitState(t, "r", "stripe", "evt_replayed", store.StateSucceeded); d.Attempts != 4 {
 		t.Errorf("attempts = %d, want 4", d.Attempts)
+	}
+}
+
+// restartDuringHeldRequest waits until ds holds a request, stops g with a
+// short deadline (so the round is cut short) and starts it again.
+func restartDuringHeldRequest(t *testing.T, g *gateway, ds *downstream, cfg *config.Config) *gateway {
+	t.Helper()
+	waitFor(t, "a request held by the downstream", func() (bool, string) {
+		return ds.inflight.Load() == 1, fmt.Sprint(len(ds.requests()), " requests")
+	})
+	stopCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	g.Stop(stopCtx)
+	return restart(t, cfg)
+}
+
+// An operator's retry of a dead delivery, cut short by a stop, runs again
+// at the next start.
+func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		switch {
+		case n < 2: // both rounds of the schedule fail
+			w.WriteHeader(500)
+			return 500
+		case n == 2: // the operator's retry, held until the gateway stopped
+			<-release
+		}
+		w.WriteHeader(204)
+		return 204
+	})
+	t.Cleanup(func() { close(release) })
+	g := startGateway(t, eventsConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [10ms]")))
+	cfg := g.cfg
+	g.send(t, "evt_retried", "invoice.paid")
+	d := g.waitState(t, "r", "stripe", "evt_retried", store.StateDead)
+	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 202 {
+		t.Fatalf("retry: %d %s", code, body)
+	}
+	g = restartDuringHeldRequest(t, g, ds, cfg)
+	d = g.waitState(t, "r", "stripe", "evt_retried", store.StateSucceeded)
+	reqs := ds.requests()
+	if len(reqs) != 4 || d.Attempts != 4 || reqs[3].key != d.IdempotencyKey || reqs[3].attempt != "4" {
+		t.Fatalf("after the restart: %d requests, delivery %+v, last request key %q attempt %s; want 4 requests, the 4th with the delivery's key",
+			len(reqs), *d, reqs[len(reqs)-1].key, reqs[len(reqs)-1].attempt)
 	}
 }
