@@ -81,7 +81,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			"stream_recreated", known != "" && known != created)
 	}
 	if n := len(requeue) - lost; n > 0 {
-		e.log.Info("pending deliveries (an unfinished operator retry or replay); publishing their events again", "deliveries", n)
+		e.log.Info("pending deliveries at start (an unfinished retry or replay, or a round cut short); publishing their events again", "deliveries", n)
 	}
 	return len(requeue), nil
 }
