@@ -206,17 +206,25 @@ type DeliveryStatus struct {
 func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
 // DeliveryStatus returns where the delivery of an event to a route stands,
-// or ErrNotFound: the engine's lookup, one prepared statement and only the
-// columns a round needs (Delivery reads the whole row).
+// or ErrNotFound: the engine's lookup, one prepared statement on the
+// writer's connection (lookup.go) and only the columns a round needs
+// (Delivery reads the whole row). It sees every write committed before it
+// was called.
 func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID string) (DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
 	}
-	d, found, err := s.lookups.status(route, source, eventID)
-	if err != nil {
+	o := getOp()
+	o.lookup, o.look = true, statusLookup{route: route, source: source, eventID: eventID}
+	err := s.submit(ctx, o)
+	d, found := o.look.status, o.look.found
+	putOp(o)
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return DeliveryStatus{}, err
+	case err != nil: // closed, or ctx ended while the queue was full
 		return DeliveryStatus{}, fmt.Errorf("%w: delivery status: %w", ErrUnavailable, err)
-	}
-	if !found {
+	case !found:
 		return DeliveryStatus{}, ErrNotFound
 	}
 	return d, nil

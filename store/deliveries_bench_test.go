@@ -48,9 +48,10 @@ func BenchmarkRecordRound(b *testing.B) {
 // concurrent lookups by (route, source, event_id) among 20,000
 // deliveries, with a cancellable context as the engine's (its rounds').
 // Delivery reads the whole row through database/sql; DeliveryStatus what
-// a round needs, on the store's own driver connections (lookup.go); driver
-// is that query on a go-sqlite3 statement driven by the benchmark itself
-// (4 goroutines, one per read connection), the floor to compare with.
+// a round needs, asked of the writer (lookup.go: no writes compete here,
+// so this is its hand-off cost more than SQLite's); driver is that query
+// on a go-sqlite3 statement of a read connection driven by the benchmark
+// itself (2 goroutines), the floor to compare with.
 func BenchmarkDeliveryLookup(b *testing.B) {
 	var commits, writes atomic.Int64
 	s := openBenchStore(b, &commits, &writes)

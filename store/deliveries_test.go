@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -363,4 +367,60 @@ func TestDeliveryStatusDuringClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
+}
+
+// The writer answers lookups between commits: racing rounds being recorded,
+// each lookup sees a delivery either not yet there or as committed, and
+// lookups alone commit nothing (they are not writes).
+func TestDeliveryStatusBesideWrites(t *testing.T) {
+	var commits, writes atomic.Int64
+	s, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "db"), OnCommit: func(n int) {
+		commits.Add(1)
+		writes.Add(int64(n))
+	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(2)
+		id := fmt.Sprintf("evt_%d", i)
+		go func() {
+			defer wg.Done()
+			d := &Delivery{Route: "billing", Source: "stripe", EventID: id, IdempotencyKey: "k",
+				State: StateSucceeded, LastStatus: 204}
+			if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 204}}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			st, err := s.DeliveryStatus(ctx, "billing", "stripe", id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				t.Errorf("%s: %v", id, err)
+			case st.State != StateSucceeded || st.Attempts != 1:
+				t.Errorf("%s: state %q, %d attempts; want succeeded, 1", id, st.State, st.Attempts)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := writes.Load(); got != n {
+		t.Fatalf("commits counted %d writes, want %d (the rounds only)", got, n)
+	}
+	c := commits.Load()
+	for i := range n {
+		st, err := s.DeliveryStatus(ctx, "billing", "stripe", fmt.Sprintf("evt_%d", i))
+		if err != nil || st.State != StateSucceeded {
+			t.Fatalf("evt_%d after its round: %+v %v, want succeeded", i, st, err)
+		}
+	}
+	if got := commits.Load(); got != c {
+		t.Fatalf("%d lookups made %d commits, want none", n, got-c)
+	}
 }

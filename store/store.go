@@ -5,9 +5,11 @@
 // one writer goroutine that owns the only write connection and groups
 // concurrent writes into one transaction and one fsync (group commit); each
 // caller is answered only after its transaction committed. Reads use a
-// separate pool of read-only connections. A checkpointer, on a connection of
-// its own, copies the WAL into the database beside the writer and keeps the
-// WAL file bounded.
+// separate pool of read-only connections, except the delivery engine's
+// lookup before each round, which the writer answers between two commits
+// (its page cache is the only one that survives them). A checkpointer, on
+// a connection of its own, copies the WAL into the database beside the
+// writer and keeps the WAL file bounded.
 package store
 
 import (
@@ -87,10 +89,11 @@ type Store struct {
 	ckptStop chan struct{} // closed by Close
 	ckptDone chan struct{}
 
-	stmts   stmts
-	dstmts  deliveryStmts
-	lookups *lookups
-	tail    tail // the outbox's newest events, for Unpublished
+	stmts  stmts
+	dstmts deliveryStmts
+	wl     writerLookup // the writer's delivery lookups (lookup.go)
+	looks  []*op        // the writer's scratch for them
+	tail   tail         // the outbox's newest events, for Unpublished
 }
 
 // op is one write waiting for the group commit. Ops are pooled: a write
@@ -104,6 +107,10 @@ type op struct {
 	round    *Delivery
 	attempts []Attempt
 	now      int64
+	// Set instead of fn: a read (DeliveryStatus), answered before the
+	// batch's transaction begins (see answerLookups).
+	lookup bool
+	look   statusLookup
 	// Set on an fn that never adds to the outbox (see tail).
 	outboxSafe bool
 	err        error
@@ -184,10 +191,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	err = errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w))
 	if err != nil {
 		err = fmt.Errorf("store: prepare: %w", err)
-	} else if s.lookups, err = openLookups(r.Driver(), dsn(cfg.Path, true)); err != nil {
-		err = fmt.Errorf("store: delivery lookups: %w", err)
-	}
-	if err != nil {
 		s.stmts.close()
 		s.dstmts.close()
 		s.w.Close()
@@ -325,7 +328,7 @@ func (s *Store) Close() error {
 		<-s.ckptDone
 		s.stmts.close()
 		s.dstmts.close()
-		s.closeErr = errors.Join(s.lookups.close(), s.ckpt.Close(), s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }
@@ -379,6 +382,7 @@ func (s *Store) submit(ctx context.Context, o *op) error {
 
 func (s *Store) writer() {
 	defer close(s.done)
+	defer s.wl.close()
 	batch := make([]*op, 0, s.batchMax)
 	last := 0 // size of the previous batch: the load
 	for first := range s.ops {
@@ -393,6 +397,9 @@ func (s *Store) writer() {
 				break
 			}
 			runtime.Gosched()
+		}
+		if batch = s.answerLookups(batch); len(batch) == 0 {
+			continue
 		}
 		last = len(batch)
 		n := len(batch)
