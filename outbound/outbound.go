@@ -205,9 +205,23 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 // each fetch to end (at most fetchWait): nothing is left pulled but
 // unhandled, so a stop hands every message back at once (nak) instead of
 // leaving it to JetStream's AckWait.
+//
+// The workers live as long as pull: a goroutine per message grew its stack
+// (copying it) in every round, about 2.5 % of the CPU of a delivery.
 func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	defer e.pullers.Done()
 	sem := make(chan struct{}, r.cfg.Concurrency)
+	work := make(chan natsjs.Msg, r.cfg.Concurrency)
+	defer close(work)
+	for range r.cfg.Concurrency {
+		go func() {
+			for msg := range work {
+				e.handle(roundCtx, r, msg)
+				<-sem
+				e.inflight.Done()
+			}
+		}()
+	}
 	var cons natsjs.Consumer
 	for pullCtx.Err() == nil {
 		if cons == nil {
@@ -273,10 +287,7 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 				continue
 			}
 			e.inflight.Add(1)
-			go func() {
-				defer func() { <-sem; e.inflight.Done() }()
-				e.handle(roundCtx, r, msg)
-			}()
+			work <- msg // never waits long: a message holds a worker's token
 		}
 		cancelHandBack()
 		for range n {
