@@ -207,7 +207,7 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 // leaving it to JetStream's AckWait.
 //
 // The workers live as long as pull: a goroutine per message grew its stack
-// (copying it) in every round, about 2.5 % of the CPU of a delivery.
+// (copying it) in every round (bench/PROFILE.md, sixth round).
 func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	defer e.pullers.Done()
 	sem := make(chan struct{}, r.cfg.Concurrency)

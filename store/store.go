@@ -96,8 +96,9 @@ type Store struct {
 	tail   tail         // the outbox's newest events, for Unpublished
 }
 
-// op is one write waiting for the group commit. Ops are pooled: a write
-// allocates nothing of its own but its closure.
+// op is one write waiting for the group commit, or a delivery lookup
+// waiting for the writer. Ops are pooled: a write allocates nothing of its
+// own but its closure.
 type op struct {
 	fn    func(*sql.Tx) error
 	claim *Event // set instead of fn: a Claim, one statement, run without a savepoint

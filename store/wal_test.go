@@ -26,8 +26,7 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 	defer s.Close()
 
 	// Two readers take turns so that one read transaction is always open
-	// (each begins before the other ends), as under steady API and
-	// delivery lookups.
+	// (each begins before the other ends), as under steady API reads.
 	ctx, stop := context.WithCancel(context.Background())
 	var readers sync.WaitGroup
 	turn := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
