@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // Rounds add up: attempts are numbered on across rounds, a succeeded
@@ -422,5 +424,55 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 	}
 	if got := commits.Load(); got != c {
 		t.Fatalf("%d lookups made %d commits, want none", n, got-c)
+	}
+}
+
+// A lookup queued with writes is answered before their transaction begins:
+// it does not see a round whose batch then fails (a bad claim in the same
+// batch fails it whole).
+func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	hold, entered := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() { held <- s.write(ctx, func(*sql.Tx) error { close(entered); <-hold; return nil }) }()
+	<-entered // the writer is busy: what follows queues up in this order
+	queued := func(n int) {
+		t.Helper()
+		gatewaytest.WaitFor(t, fmt.Sprintf("%d ops queued", n), 5*time.Second, func() (bool, string) {
+			return len(s.ops) == n, fmt.Sprintf("%d queued", len(s.ops))
+		})
+	}
+	round, claim, lookup := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() {
+		d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
+		round <- s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 204}})
+	}()
+	queued(1)
+	go func() {
+		_, err := s.Claim(ctx, &Event{Source: "stripe", ID: "evt_bad", ReceivedAt: time.Now()}) // no body: NOT NULL fails
+		claim <- err
+	}()
+	queued(2)
+	go func() {
+		_, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+		lookup <- err
+	}()
+	queued(3)
+	close(hold)
+	if err := <-held; err != nil {
+		t.Fatalf("held write: %v", err)
+	}
+	if err := <-claim; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("claim without a body: %v, want ErrUnavailable", err)
+	}
+	if err := <-round; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("round in the failed batch: %v, want ErrUnavailable", err)
+	}
+	if err := <-lookup; !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup queued with the failed batch: %v, want ErrNotFound (it must not see uncommitted writes)", err)
+	}
+	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup after the failed batch: %v, want ErrNotFound", err)
 	}
 }

@@ -81,6 +81,12 @@ func (s *Store) runLookups(looks []*op) error {
 		if !ok {
 			return fmt.Errorf("%w: delivery status: driver connection is a %T", ErrUnavailable, dc)
 		}
+		// Between batches the writer's connection is outside any
+		// transaction; if a failed ROLLBACK ever left one open, lookups
+		// would see its uncommitted writes.
+		if ac, ok := dc.(interface{ AutoCommit() bool }); ok && !ac.AutoCommit() {
+			return fmt.Errorf("%w: delivery status: the writer's connection is inside a transaction", ErrUnavailable)
+		}
 		if s.wl.conn != c { // first use, or database/sql replaced a broken connection
 			s.wl.close()
 			if err := s.wl.prepare(c); err != nil {

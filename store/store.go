@@ -54,7 +54,8 @@ type Config struct {
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int
 	// OnCommit, if set, is called by the writer after each committed batch
-	// with the number of writes in it.
+	// with the number of writes in it. It must not call the Store: the
+	// writer would wait for itself.
 	OnCommit func(n int)
 	// WALRestartFrames is the WAL size, in frames (pages), past which the
 	// writer runs a RESTART checkpoint between two commits, so that the WAL
@@ -336,7 +337,9 @@ func (s *Store) Close() error {
 
 // write runs fn in the next group-commit transaction and returns once that
 // transaction committed (or failed). fn runs inside its own savepoint, so its
-// error rolls back only its own changes.
+// error rolls back only its own changes. fn runs on the writer goroutine and
+// must not call the Store's methods (DeliveryStatus included): the writer
+// would wait for itself.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.writeOp(ctx, fn, false)
 }
@@ -399,10 +402,10 @@ func (s *Store) writer() {
 			}
 			runtime.Gosched()
 		}
+		last = len(batch) // lookups included: they come with the load
 		if batch = s.answerLookups(batch); len(batch) == 0 {
 			continue
 		}
-		last = len(batch)
 		n := len(batch)
 		err := s.commit(batch)
 		s.tail.committed(batch, err == nil)
