@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -43,5 +44,28 @@ func TestNum(t *testing.T) {
 		if got := num(in); got != want {
 			t.Errorf("num(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// -random-ids: Stripe-shaped IDs, all distinct, not in sending order.
+func TestRandomIDs(t *testing.T) {
+	w := &worker{rng: rand.New(rand.NewPCG(1, 2))}
+	seen := map[string]bool{}
+	sorted := true
+	prev := ""
+	for range 1000 {
+		id := w.randomID()
+		if len(id) != 28 || id[:4] != "evt_" {
+			t.Fatalf("randomID() = %q, want evt_ and 24 characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("randomID() repeated %q", id)
+		}
+		seen[id] = true
+		sorted = sorted && id > prev
+		prev = id
+	}
+	if sorted {
+		t.Error("1,000 random IDs came in ascending order")
 	}
 }

@@ -32,6 +32,7 @@ type loader struct {
 	size    int     // body bytes
 	repeat  float64 // share of requests that repeat an earlier event
 	tag     string  // makes event IDs unique to this run
+	random  bool    // event IDs are random, not counted per sender
 	client  *fasthttp.HostClient
 	workers []*worker
 
@@ -170,6 +171,19 @@ type worker struct {
 	resp   *fasthttp.Response
 }
 
+// randomID is an event ID of 24 random base-62 characters after "evt_",
+// the shape of Stripe's: each lands at a random place in the store's
+// unique indexes, where counted IDs append near a few hot places.
+func (w *worker) randomID() string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [4 + 24]byte
+	copy(b[:], "evt_")
+	for i := 4; i < len(b); i++ {
+		b[i] = digits[w.rng.IntN(len(digits))]
+	}
+	return string(b[:])
+}
+
 var (
 	answerAccepted  = []byte(`"status":"accepted"`)
 	answerDuplicate = []byte(`"status":"duplicate"`)
@@ -189,7 +203,11 @@ func (w *worker) send() bool {
 	if len(w.recent) > 0 && w.rng.Float64() < w.l.repeat {
 		id = w.recent[w.rng.IntN(len(w.recent))]
 	} else {
-		id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
+		if w.l.random {
+			id = w.randomID()
+		} else {
+			id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
+		}
 		w.n++
 		if len(w.recent) < 4096 {
 			w.recent = append(w.recent, id)

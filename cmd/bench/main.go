@@ -51,7 +51,7 @@ type options struct {
 	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
 	natsSync, dupWindow                                              string
-	noRoute                                                          bool
+	noRoute, randomIDs                                               bool
 	keep                                                             bool
 
 	// Internal modes: this binary re-executed as a server under test.
@@ -71,6 +71,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections (one sender each)")
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.Float64Var(&o.repeat, "repeat", 0.10, "share of requests that repeat an earlier event")
+	flag.BoolVar(&o.randomIDs, "random-ids", false, "random event IDs (as Stripe's) instead of a counter per sender: each insert lands at a random place in the store's unique indexes")
 	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
 	flag.StringVar(&o.natsSync, "nats-sync", "", "the embedded JetStream server's fsync: a duration (nats.sync_interval) or \"always\" (nats.sync_always); empty: the gateway's default")
@@ -175,6 +176,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		err = waitHTTP(p, addr, 30*time.Second)
 		if err == nil {
 			l := newLoader(addr, o.conns, o.size, o.repeat, tag+"b")
+			l.random = o.randomIDs
 			logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
 			l.closedLoop(ctx, o.warmup)
 			m := measureCPU(p)
@@ -251,6 +253,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	defer ob.close()
 
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag+"g")
+	l.random = o.randomIDs
 	var phase atomic.Value
 	phase.Store("warm-up")
 	start := time.Now()
@@ -426,8 +429,12 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "## hookgate benchmark\n\n")
 	fmt.Fprintf(&b, "- machine: %s, nproc %d, %s, %s %s/%s\n", cpuModel(), runtime.NumCPU(), kernel(),
 		runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats\n",
-		o.conns, o.size, o.repeat*100)
+	ids := "counted per sender"
+	if o.randomIDs {
+		ids = "random"
+	}
+	fmt.Fprintf(&b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats, event IDs %s\n",
+		o.conns, o.size, o.repeat*100, ids)
 	natsSync, dupWindow := o.natsSync, o.dupWindow
 	if natsSync == "" {
 		natsSync = "default"
