@@ -47,7 +47,7 @@ func TestNum(t *testing.T) {
 	}
 }
 
-// -random-ids: Stripe-shaped IDs, all distinct, not in sending order.
+// -random-ids: IDs of the asked shape, all distinct, not in sending order.
 func TestRandomIDs(t *testing.T) {
 	w := &worker{rng: rand.New(rand.NewPCG(1, 2))}
 	seen := map[string]bool{}

@@ -172,8 +172,9 @@ type worker struct {
 }
 
 // randomID is an event ID of 24 random base-62 characters after "evt_",
-// the shape of Stripe's: each lands at a random place in the store's
-// unique indexes, where counted IDs append near a few hot places.
+// random as providers' IDs are (GitHub's are UUIDs): each lands at a
+// random place in the store's unique indexes, where counted IDs append
+// near a few hot places.
 func (w *worker) randomID() string {
 	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	var b [4 + 24]byte

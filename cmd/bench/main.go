@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections (one sender each)")
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.Float64Var(&o.repeat, "repeat", 0.10, "share of requests that repeat an earlier event")
-	flag.BoolVar(&o.randomIDs, "random-ids", false, "random event IDs (as Stripe's) instead of a counter per sender: each insert lands at a random place in the store's unique indexes")
+	flag.BoolVar(&o.randomIDs, "random-ids", false, "random event IDs, as providers send, instead of a counter per sender: each insert lands at a random place in the store's unique indexes")
 	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
 	flag.StringVar(&o.natsSync, "nats-sync", "", "the embedded JetStream server's fsync: a duration (nats.sync_interval) or \"always\" (nats.sync_always); empty: the gateway's default")
