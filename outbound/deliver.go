@@ -149,7 +149,7 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool) *store.Delivery {
 	key := IdempotencyKey(r.cfg.Name, ev.source, ev.id)
 	st := &roundState{r: r, key: key, body: ev.body, base: prev.Attempts}
-	d := &store.Delivery{Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
+	d := &store.Delivery{EventSeq: ev.seq, Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
 		IdempotencyKey: key, State: store.StatePending, Rounds: prev.Rounds, NextAttemptAt: prev.NextAttemptAt}
 	if prev.State != "" { // a delivery is stored
 		d.State = prev.State

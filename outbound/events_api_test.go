@@ -339,7 +339,11 @@ func TestUnfinishedReplayRunsAtNextStart(t *testing.T) {
 	}
 
 	// Died between the reset and the round.
-	if _, err := g.Store().ResetDelivery(context.Background(), &store.Delivery{Route: "r", Source: "stripe",
+	ev, err := g.Store().GetEvent(context.Background(), "stripe", "evt_replayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Store().ResetDelivery(context.Background(), &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "stripe",
 		EventID: "evt_replayed", EventType: "invoice.paid", IdempotencyKey: key}); err != nil {
 		t.Fatal(err)
 	}

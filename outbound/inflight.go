@@ -15,7 +15,8 @@ type inflight struct {
 	m  map[eventKey]chan struct{} // closed at done; made only when a round waits
 }
 
-type eventKey struct{ source, id string }
+// eventKey is an event's intake sequence (store.Event.Seq).
+type eventKey int64
 
 // tryStart marks k running and reports true, or reports false if a round
 // for k already runs.

@@ -9,14 +9,14 @@ import (
 // An operator's round waits for the running one; a message's does not.
 func TestInflight(t *testing.T) {
 	var f inflight
-	k := eventKey{"stripe", "evt_1"}
+	k := eventKey(1)
 	if !f.tryStart(k) {
 		t.Fatal("tryStart on a free event failed")
 	}
 	if f.tryStart(k) {
 		t.Fatal("tryStart on a running event succeeded")
 	}
-	if !f.tryStart(eventKey{"stripe", "evt_2"}) {
+	if !f.tryStart(eventKey(2)) {
 		t.Fatal("another event is not running")
 	}
 	started := make(chan bool)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -47,18 +48,18 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 		cons, err = js.Consumer(ctx, g.Broker().Stream(), "route_slow")
 		return err == nil, fmt.Sprint(err)
 	})
-	for i := range 2 {
-		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{},
-			Data: []byte(`{"id":"evt_twice"}`)}
-		msg.Header.Set(jetstream.HeaderSource, "stripe")
-		msg.Header.Set(jetstream.HeaderEventID, "evt_twice")
-		msg.Header.Set(jetstream.HeaderEventType, "invoice.paid")
-		msg.Header.Set("Content-Type", "application/json")
-		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("stripe:evt_twice:copy%d", i))
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
-			t.Fatal(err)
-		}
+	// The first copy comes through intake and the relay; its request is
+	// held. The second is the same event (seq, headers, body) under another
+	// Nats-Msg-Id.
+	g.send(t, "evt_twice", "invoice.paid")
+	waitFor(t, "the first copy's request held", func() (bool, string) {
+		return ds.inflight.Load() == 1, fmt.Sprint(ds.inflight.Load(), " in flight")
+	})
+	ev, err := g.Store().GetEvent(ctx, "stripe", "evt_twice")
+	if err != nil {
+		t.Fatal(err)
 	}
+	publishCopy(t, js, ev, "stripe:evt_twice:copy2")
 	info := func() string {
 		ci, err := cons.Info(ctx)
 		if err != nil {
@@ -68,8 +69,8 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 			ci.Delivered.Consumer, ci.NumAckPending, ci.NumPending, len(ds.requests()))
 	}
 
-	// The first copy's request is held; the second copy is handed back
-	// (and delivered again) rather than sent.
+	// The second copy is handed back (and delivered again) rather than
+	// sent.
 	waitFor(t, "one request held and the second copy handed back", func() (bool, string) {
 		if n := ds.inflight.Load(); n > 1 {
 			t.Fatalf("%d concurrent requests for one event (%s)", n, info())
@@ -91,6 +92,64 @@ func TestSecondCopyWaitsForRunningRound(t *testing.T) {
 	}
 	if d := g.delivery(t, "slow", "stripe", "evt_twice"); d.Attempts != 1 {
 		t.Fatalf("delivery = %+v, want 1 attempt", *d)
+	}
+}
+
+// publishCopy publishes ev to the stream again as the relay does, under
+// the message ID msgID.
+func publishCopy(t *testing.T, js natsjs.JetStream, ev *store.Event, msgID string) {
+	t.Helper()
+	msg := &nats.Msg{Subject: jetstream.Subject(ev.Source, ev.Type), Header: nats.Header{}, Data: ev.Body}
+	msg.Header.Set(jetstream.HeaderSeq, strconv.FormatInt(ev.Seq, 10))
+	msg.Header.Set(jetstream.HeaderSource, ev.Source)
+	msg.Header.Set(jetstream.HeaderEventID, ev.ID)
+	msg.Header.Set(jetstream.HeaderEventType, ev.Type)
+	msg.Header.Set("Content-Type", ev.ContentType)
+	msg.Header.Set(nats.MsgIdHdr, msgID)
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message that does not carry its event's intake sequence (not one the
+// relay published) is dropped, not delivered: a delivery is keyed by it.
+func TestMessageWithoutSeqDropped(t *testing.T) {
+	ds := newDownstream(t, nil)
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, "")))
+	ctx := context.Background()
+	js := g.Broker().JetStream()
+	var cons natsjs.Consumer
+	waitFor(t, "the route's consumer", func() (bool, string) {
+		var err error
+		cons, err = js.Consumer(ctx, g.Broker().Stream(), "route_r")
+		return err == nil, fmt.Sprint(err)
+	})
+	// No header, then headers that are not a sequence.
+	for i, seq := range []string{"", "0", "-3", "x7"} {
+		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{}, Data: []byte(`{}`)}
+		if seq != "" {
+			msg.Header.Set(jetstream.HeaderSeq, seq)
+		}
+		msg.Header.Set(jetstream.HeaderSource, "stripe")
+		msg.Header.Set(jetstream.HeaderEventID, fmt.Sprintf("evt_noseq%d", i))
+		msg.Header.Set(jetstream.HeaderEventType, "invoice.paid")
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every message settled", func() (bool, string) {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.Delivered.Consumer >= 4 && ci.NumAckPending == 0 && ci.NumPending == 0,
+			fmt.Sprintf("delivered %d, ack pending %d, pending %d", ci.Delivered.Consumer, ci.NumAckPending, ci.NumPending)
+	})
+	if n := len(ds.requests()); n != 0 {
+		t.Fatalf("downstream got %d requests, want 0", n)
+	}
+	if ds, err := g.Store().ListDeliveries(ctx, store.DeliveryFilter{}); err != nil || len(ds) != 0 {
+		t.Fatalf("deliveries = %+v, %v; want none", ds, err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ import (
 
 // Store is what the engine needs from the store.
 type Store interface {
-	DeliveryStatus(ctx context.Context, route, source, eventID string) (store.DeliveryStatus, error)
+	DeliveryStatus(ctx context.Context, route string, seq int64) (store.DeliveryStatus, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
@@ -343,6 +344,7 @@ func (e *Engine) Stop(ctx context.Context) {
 
 // envelope is an event as a route delivers it.
 type envelope struct {
+	seq                          int64 // the event's intake sequence: its deliveries' key
 	source, id, typ, contentType string
 	body                         []byte
 	// A task's own request line and headers; empty for webhooks.
@@ -352,19 +354,20 @@ type envelope struct {
 
 // envelopeOf reads an event from a stored event or a message's parts. ok
 // is false for a task whose body is not a task request.
-func envelopeOf(source, id, typ, contentType string, body []byte) (envelope, bool) {
+func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (envelope, bool) {
 	if source == store.TaskSource {
-		return taskEnvelope(id, body)
+		return taskEnvelope(seq, id, body)
 	}
-	return envelope{source: source, id: id, typ: typ, contentType: contentType, body: body}, true
+	return envelope{seq: seq, source: source, id: id, typ: typ, contentType: contentType, body: body}, true
 }
 
 // handle runs one message of a route: skip, or one round, then ack/nak.
 func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	h := msg.Headers()
-	ev, ok := envelopeOf(h.Get(jetstream.HeaderSource), h.Get(jetstream.HeaderEventID),
+	seq, _ := strconv.ParseInt(h.Get(jetstream.HeaderSeq), 10, 64)
+	ev, ok := envelopeOf(seq, h.Get(jetstream.HeaderSource), h.Get(jetstream.HeaderEventID),
 		h.Get(jetstream.HeaderEventType), h.Get("Content-Type"), msg.Data())
-	if !ok || ev.source == "" || ev.id == "" {
+	if !ok || ev.seq <= 0 || ev.source == "" || ev.id == "" {
 		e.log.Error("message without event identity; dropped", "route", r.cfg.Name, "subject", msg.Subject())
 		msg.Term()
 		return
@@ -375,13 +378,13 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	}
 	// One round per event at a time: a copy that comes while one runs
 	// comes back shortly, and then reads its outcome.
-	k := eventKey{ev.source, ev.id}
+	k := eventKey(ev.seq)
 	if !r.running.tryStart(k) {
 		msg.NakWithDelay(roundRunningRetry)
 		return
 	}
 	defer r.running.done(k)
-	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.source, ev.id)
+	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -525,7 +528,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 		return d, err
 	}
 	d.State = store.StatePending
-	env, ok := envelopeOf(ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
+	env, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
 	if !ok {
 		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
@@ -542,12 +545,12 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 // was recorded while it waited, it goes on from that record; a retry
 // (resend false) of a delivery that has now succeeded is not sent.
 func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
-	k := eventKey{ev.source, ev.id}
+	k := eventKey(ev.seq)
 	if !r.running.start(e.roundCtx, k) {
 		return
 	}
 	defer r.running.done(k)
-	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.source, ev.id)
+	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.seq)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		if !resend {

@@ -35,7 +35,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	if err != nil {
 		return nil, err
 	}
-	env, ok := envelopeOf(ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
+	env, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
 	if !ok {
 		return nil, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
@@ -67,13 +67,13 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
-		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Source, ev.ID)
+		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Seq)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return out, err
 		}
-		d, err := rs.ResetDelivery(ctx, &store.Delivery{Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
+		d, err := rs.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
 			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
 		if err != nil {
 			return out, err

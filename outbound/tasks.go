@@ -38,13 +38,13 @@ func newTaskRoute(tc config.Tasks, transport http.RoundTripper) (*route, error) 
 
 // taskEnvelope turns a task event's body (a store.TaskRequest) into what a
 // round sends. ok is false for a body that is not a task request.
-func taskEnvelope(id string, body []byte) (envelope, bool) {
+func taskEnvelope(seq int64, id string, body []byte) (envelope, bool) {
 	var tr store.TaskRequest
 	if err := json.Unmarshal(body, &tr); err != nil || tr.URL == "" {
 		return envelope{}, false
 	}
 	return envelope{
-		source: store.TaskSource, id: id, typ: "task",
+		seq: seq, source: store.TaskSource, id: id, typ: "task",
 		contentType: tr.ContentType, body: tr.Body,
 		url: tr.URL, method: tr.Method, headers: tr.Headers,
 	}, true

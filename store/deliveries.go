@@ -20,6 +20,7 @@ const (
 // Delivery is one (route, event) pair and where its delivery stands.
 type Delivery struct {
 	ID             int64     `json:"id"`
+	EventSeq       int64     `json:"event_seq"` // the event's intake sequence
 	Route          string    `json:"route"`
 	Source         string    `json:"source"`
 	EventID        string    `json:"event_id"`
@@ -45,17 +46,20 @@ type Attempt struct {
 	Response  []byte        `json:"-"`
 }
 
+// errNoEventSeq refuses a delivery write that does not say its event.
+var errNoEventSeq = errors.New("delivery without an event sequence")
+
 // Terminal reports whether no further round will run on its own.
 func (d *Delivery) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
-const deliveryColumns = `id, route, source, event_id, event_type, idempotency_key, state, attempts,
+const deliveryColumns = `id, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
 	rounds, last_status, last_error, next_attempt_at, created_at, updated_at`
 
 func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
 	var d Delivery
 	var next sql.NullInt64
 	var created, updated int64
-	err := row.Scan(&d.ID, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
+	err := row.Scan(&d.ID, &d.EventSeq, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
 		&d.Attempts, &d.Rounds, &d.LastStatus, &d.LastError, &next, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -80,7 +84,8 @@ func (s *Store) queryDelivery(ctx context.Context, where string, args ...any) (*
 
 // Delivery returns the delivery of an event to a route, or ErrNotFound.
 func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*Delivery, error) {
-	return s.queryDelivery(ctx, `source = ? AND event_id = ? AND route = ?`, source, eventID, route)
+	return s.queryDelivery(ctx, `event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?) AND route = ?`,
+		source, eventID, route)
 }
 
 // DeliveryByID returns one delivery, or ErrNotFound.
@@ -89,11 +94,15 @@ func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 }
 
 // RecordRound stores the outcome of one delivery round in one transaction:
-// it creates or updates the delivery (d.Attempts is the number of attempts
+// it creates or updates the delivery of event d.EventSeq to d.Route
+// (d.Attempts is the number of attempts
 // made in this round; they are added) and appends the attempts. A delivery
 // that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
 // stored values.
 func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
+	if d.EventSeq <= 0 {
+		return fmt.Errorf("record delivery round: %w", errNoEventSeq)
+	}
 	// The writer runs the round (see commit); it is done with d and
 	// attempts when submit returns.
 	o := getOp()
@@ -118,18 +127,18 @@ func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 	// the rowid (RETURNING would cost a temporary table per call). Later
 	// rounds find the row there and take the upsert.
 	p.insert, err = w.PrepareContext(ctx, `
-		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
-			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (source, event_id, route) DO NOTHING`)
+		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_seq, route) DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("delivery insert: %w", err)
 	}
 	p.upsert, err = w.PrepareContext(ctx, `
-		INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state, attempts,
-			rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (source, event_id, route) DO UPDATE SET
+		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_seq, route) DO UPDATE SET
 			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
 			attempts = deliveries.attempts + excluded.attempts,
 			rounds = max(deliveries.rounds, excluded.rounds),
@@ -166,7 +175,7 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	args := []any{d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
+	args := []any{d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
 		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now}
 	id, ok, err := inserted(rs.insert.Exec(args...))
 	if err != nil {
@@ -205,17 +214,17 @@ type DeliveryStatus struct {
 // Terminal reports whether no further round will run on its own.
 func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
-// DeliveryStatus returns where the delivery of an event to a route stands,
-// or ErrNotFound: the engine's lookup, one prepared statement on the
+// DeliveryStatus returns where the delivery of event seq to a route
+// stands, or ErrNotFound: the engine's lookup, one prepared statement on the
 // writer's connection (lookup.go) and only the columns a round needs
 // (Delivery reads the whole row). It sees every write committed before it
 // was called.
-func (s *Store) DeliveryStatus(ctx context.Context, route, source, eventID string) (DeliveryStatus, error) {
+func (s *Store) DeliveryStatus(ctx context.Context, route string, seq int64) (DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
 	}
 	o := getOp()
-	o.lookup, o.look = true, statusLookup{route: route, source: source, eventID: eventID}
+	o.lookup, o.look = true, statusLookup{route: route, seq: seq}
 	err := s.submit(ctx, o)
 	d, found := o.look.status, o.look.found
 	putOp(o)
@@ -265,10 +274,13 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	if f.State != "" {
 		add("state = ?", f.State)
 	}
-	if f.Source != "" {
+	switch {
+	case f.Source != "" && f.EventID != "": // one event: by its seq
+		where = append(where, "event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?)")
+		args = append(args, f.Source, f.EventID)
+	case f.Source != "":
 		add("source = ?", f.Source)
-	}
-	if f.EventID != "" {
+	case f.EventID != "":
 		add("event_id = ?", f.EventID)
 	}
 	if f.Limit <= 0 {
@@ -349,7 +361,7 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT e.seq, e.source, e.event_id, e.event_type,
 			(SELECT group_concat(d.route, char(0)) FROM deliveries d
-			 WHERE d.source = e.source AND d.event_id = e.event_id AND d.state IN ('succeeded', 'dead'))
+			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead'))
 		FROM published p CROSS JOIN events e ON e.seq = p.seq
 		WHERE `+cond+` ORDER BY p.seq`, minStreamSeq)
 	if err != nil {
@@ -376,9 +388,8 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(
 }
 
 const pendingDeliveriesQuery = `
-	SELECT e.seq, d.route, d.source, e.event_type
-	FROM deliveries d CROSS JOIN events e ON e.source = d.source AND e.event_id = d.event_id
-	WHERE d.state = 'pending' ORDER BY d.id`
+	SELECT event_seq, route, source, event_type FROM deliveries
+	WHERE state = 'pending' AND event_seq > 0 ORDER BY id`
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
 // event's intake sequence, route, source and type.

@@ -17,7 +17,8 @@ import (
 
 // BenchmarkRecordRound is the delivery engine's write: 64 concurrent
 // rounds, each a new delivery that succeeded at its first attempt (the
-// common case), with a short response kept.
+// common case), with a short response kept. Events come in intake order
+// (their seqs ascend), their provider IDs are random.
 func BenchmarkRecordRound(b *testing.B) {
 	var commits, writes atomic.Int64
 	s := openBenchStore(b, &commits, &writes)
@@ -30,7 +31,7 @@ func BenchmarkRecordRound(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			id := fmt.Sprintf("evt_%016x", rand.Uint64()) // random, as real event IDs
-			d := &Delivery{Route: "billing", Source: "stripe", EventID: id, EventType: "invoice.paid",
+			d := &Delivery{EventSeq: i, Route: "billing", Source: "stripe", EventID: id, EventType: "invoice.paid",
 				IdempotencyKey: fmt.Sprintf("hg_%d", i), State: StateSucceeded, LastStatus: 204}
 			at := []Attempt{{StartedAt: time.Now(), Duration: time.Millisecond, Status: 204, Response: []byte{}}}
 			if err := s.RecordRound(context.Background(), d, at); err != nil {
@@ -45,8 +46,8 @@ func BenchmarkRecordRound(b *testing.B) {
 }
 
 // BenchmarkDeliveryLookup is the engine's read before each round: 64
-// concurrent lookups by (route, source, event_id) among 20,000
-// deliveries, with a cancellable context as the engine's (its rounds').
+// concurrent lookups among 20,000 deliveries (Delivery by the event's
+// source and ID, the others by its seq), with a cancellable context as the engine's (its rounds').
 // Delivery reads the whole row through database/sql; DeliveryStatus what
 // a round needs, asked of the writer (lookup.go: no writes compete here,
 // so this is its hand-off cost more than SQLite's); driver is that query
@@ -60,9 +61,14 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 	const rows = 20000
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		for i := 0; i < rows; i++ {
-			if _, err := tx.Exec(`INSERT INTO deliveries (route, source, event_id, idempotency_key, state,
-				attempts, last_status, created_at, updated_at) VALUES ('billing', 'stripe', ?, 'k', 'succeeded', 1, 204, 1, 1)`,
-				fmt.Sprintf("evt_%d", i)); err != nil {
+			id := fmt.Sprintf("evt_%d", i)
+			if _, err := tx.Exec(`INSERT INTO events (seq, source, event_id, body, received_at)
+				VALUES (?, 'stripe', ?, x'', 1)`, i+1, id); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT INTO deliveries (event_seq, route, source, event_id, idempotency_key, state,
+				attempts, last_status, created_at, updated_at) VALUES (?, 'billing', 'stripe', ?, 'k', 'succeeded', 1, 204, 1, 1)`,
+				i+1, id); err != nil {
 				return err
 			}
 		}
@@ -97,7 +103,7 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 	b.Run("DeliveryStatus", func(b *testing.B) {
 		run(b, 32, func(pb *testing.PB, r *rand.Rand) {
 			for pb.Next() {
-				if _, err := s.DeliveryStatus(ctx, "billing", "stripe", ids[r.IntN(rows)]); err != nil {
+				if _, err := s.DeliveryStatus(ctx, "billing", int64(r.IntN(rows)+1)); err != nil {
 					b.Error(err)
 					return
 				}
@@ -113,16 +119,15 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 			}
 			defer conn.Close()
 			err = conn.Raw(func(dc any) error {
-				st, err := dc.(*sqlite3.SQLiteConn).Prepare(`SELECT id, state, attempts, rounds, next_attempt_at
-					FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`)
+				st, err := dc.(*sqlite3.SQLiteConn).Prepare(statusQuery)
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				args := []driver.NamedValue{{Ordinal: 1, Value: "stripe"}, {Ordinal: 2}, {Ordinal: 3, Value: "billing"}}
+				args := []driver.NamedValue{{Ordinal: 1}, {Ordinal: 2, Value: "billing"}}
 				dest := make([]driver.Value, 5)
 				for pb.Next() {
-					args[1].Value = ids[r.IntN(rows)]
+					args[0].Value = int64(r.IntN(rows) + 1)
 					rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
 					if err != nil {
 						return err
@@ -162,7 +167,7 @@ func BenchmarkRecordRoundWriter(b *testing.B) {
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
 		for j := range n {
-			ds[j] = Delivery{Route: "billing", Source: "stripe", EventID: fmt.Sprintf("evt_%016x", rand.Uint64()),
+			ds[j] = Delivery{EventSeq: int64(i + j + 1), Route: "billing", Source: "stripe", EventID: fmt.Sprintf("evt_%016x", rand.Uint64()),
 				EventType: "invoice.paid", IdempotencyKey: "hg_k", State: StateSucceeded, LastStatus: 204}
 			ops[j] = roundOp(&ds[j], at)
 		}

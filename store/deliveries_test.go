@@ -26,12 +26,17 @@ func TestRecordRound(t *testing.T) {
 	att := func(status int) Attempt {
 		return Attempt{StartedAt: start, Duration: 3 * time.Millisecond, Status: status, Response: []byte("r")}
 	}
-	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+	ev := testEvent("evt_1")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	seq := ev.Seq
+	if _, err := s.DeliveryStatus(ctx, "billing", seq); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("DeliveryStatus before any round: %v, want ErrNotFound", err)
 	}
 
 	next := start.Add(time.Minute)
-	d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", EventType: "invoice.paid", IdempotencyKey: "k",
+	d := &Delivery{EventSeq: seq, Route: "billing", Source: "stripe", EventID: "evt_1", EventType: "invoice.paid", IdempotencyKey: "k",
 		State: StateRetrying, Rounds: 1, LastStatus: 500, LastError: "Internal Server Error", NextAttemptAt: next}
 	if err := s.RecordRound(ctx, d, []Attempt{att(500), att(500)}); err != nil {
 		t.Fatal(err)
@@ -39,14 +44,14 @@ func TestRecordRound(t *testing.T) {
 	if d.ID == 0 || d.Attempts != 2 {
 		t.Fatalf("after round 1: ID %d, Attempts %d; want an ID and 2", d.ID, d.Attempts)
 	}
-	st, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+	st, err := s.DeliveryStatus(ctx, "billing", seq)
 	want := DeliveryStatus{ID: d.ID, State: StateRetrying, Attempts: 2, Rounds: 1, NextAttemptAt: next}
 	if err != nil || st != want {
 		t.Fatalf("DeliveryStatus = %+v, %v; want %+v", st, err, want)
 	}
 
 	id := d.ID
-	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
+	d = &Delivery{EventSeq: seq, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
 		State: StateSucceeded, Rounds: 1, LastStatus: 204}
 	if err := s.RecordRound(ctx, d, []Attempt{att(204)}); err != nil {
 		t.Fatal(err)
@@ -55,14 +60,14 @@ func TestRecordRound(t *testing.T) {
 		t.Fatalf("after round 2: ID %d, Attempts %d; want %d and 3", d.ID, d.Attempts, id)
 	}
 	// A late round of a second copy does not undo the success.
-	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
+	d = &Delivery{EventSeq: seq, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k",
 		State: StateRetrying, Rounds: 2, LastStatus: 503, NextAttemptAt: next}
 	if err := s.RecordRound(ctx, d, []Attempt{att(503)}); err != nil {
 		t.Fatal(err)
 	}
 	full, err := s.Delivery(ctx, "billing", "stripe", "evt_1")
 	if err != nil || full.State != StateSucceeded || full.Attempts != 4 || full.Rounds != 2 || full.LastStatus != 503 ||
-		full.EventType != "invoice.paid" {
+		full.EventType != "invoice.paid" || full.EventSeq != seq {
 		t.Fatalf("Delivery = %+v, %v; want succeeded with 4 attempts", full, err)
 	}
 	as, err := s.Attempts(ctx, id)
@@ -79,9 +84,23 @@ func TestRecordRound(t *testing.T) {
 	}
 
 	// A round without attempts (cut short) changes only the schedule.
-	d = &Delivery{Route: "other", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StatePending}
+	d = &Delivery{EventSeq: seq, Route: "other", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StatePending}
 	if err := s.RecordRound(ctx, d, nil); err != nil || d.Attempts != 0 || d.ID == id {
 		t.Fatalf("empty round: %+v, %v", d, err)
+	}
+
+	// A delivery is the event's (by its seq) and the route's: another
+	// event of the same route has its own.
+	if _, err := s.DeliveryStatus(ctx, "billing", seq+1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeliveryStatus of another event: %v, want ErrNotFound", err)
+	}
+	// A round that does not say its event is refused.
+	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
+	if err := s.RecordRound(ctx, d, []Attempt{att(204)}); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("RecordRound without EventSeq: %v, want a plain error", err)
+	}
+	if _, err := s.ResetDelivery(ctx, d); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ResetDelivery without EventSeq: %v, want a plain error", err)
 	}
 }
 
@@ -93,14 +112,14 @@ func TestRecordRoundUnwritable(t *testing.T) {
 	if _, err := s.w.Exec("PRAGMA query_only = 1"); err != nil {
 		t.Fatal(err)
 	}
-	d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
+	d := &Delivery{EventSeq: 1, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
 	if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("RecordRound on a read-only db: %v, want ErrUnavailable", err)
 	}
 	if _, err := s.w.Exec("PRAGMA query_only = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeliveryStatus(ctx, "billing", 1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("refused round was stored: %v", err)
 	}
 	if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil || d.Attempts != 1 {
@@ -157,27 +176,25 @@ func TestDeliveryQueryPlans(t *testing.T) {
 		name, q string
 		want    string // in the plan
 	}{
-		{"engine lookup", `SELECT id, state, attempts, rounds, next_attempt_at FROM deliveries
-			WHERE source = ? AND event_id = ? AND route = ?`, unique + " (source=? AND event_id=? AND route=?)"},
-		{"Delivery", `SELECT * FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`, unique},
-		{"Delivery, route first", `SELECT * FROM deliveries WHERE route = ? AND source = ? AND event_id = ?`, unique},
+		{"engine lookup", statusQuery, unique + " (event_seq=? AND route=?)"},
+		{"Delivery", `SELECT * FROM deliveries WHERE event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?)
+			AND route = ?`, unique + " (event_seq=? AND route=?)"},
 		{"DeliveryByID", `SELECT * FROM deliveries WHERE id = ?`, "INTEGER PRIMARY KEY (rowid=?)"},
-		{"ListDeliveries by event", `SELECT * FROM deliveries WHERE id > ? AND source = ? AND event_id = ? ORDER BY id LIMIT ?`,
-			unique + " (source=? AND event_id=?)"},
+		{"ListDeliveries by event", `SELECT * FROM deliveries WHERE id > ?
+			AND event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?) ORDER BY id LIMIT ?`,
+			unique + " (event_seq=?)"},
 		{"ListDeliveries by state", `SELECT * FROM deliveries WHERE id > ? AND state = ? ORDER BY id LIMIT ?`,
 			"deliveries_state (state=? AND id>?)"},
 		{"ListDeliveries by route", `SELECT * FROM deliveries WHERE id > ? AND route = ? ORDER BY id LIMIT ?`,
 			"INTEGER PRIMARY KEY (rowid>?)"},
 		{"ListDeliveries", `SELECT * FROM deliveries WHERE id > ? ORDER BY id LIMIT ?`, "INTEGER PRIMARY KEY (rowid>?)"},
 		{"PublishedSince", `SELECT group_concat(d.route, char(0)) FROM deliveries d
-			WHERE d.source = ? AND d.event_id = ? AND d.state IN ('succeeded', 'dead')`, unique + " (source=? AND event_id=?)"},
+			WHERE d.event_seq = ? AND d.state IN ('succeeded', 'dead')`, unique + " (event_seq=?)"},
 		{"PendingDeliveries", pendingDeliveriesQuery, "deliveries_state (state=?)"},
-		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE source = ? AND event_id = ?`,
-			unique + " (source=? AND event_id=?)"},
-		{"retention: delete deliveries", `DELETE FROM deliveries WHERE source = ? AND event_id = ?`,
-			unique + " (source=? AND event_id=?)"},
+		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},
+		{"retention: delete deliveries", `DELETE FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},
 		{"retention: delete attempts", `DELETE FROM attempts WHERE delivery_id IN
-			(SELECT id FROM deliveries WHERE source = ? AND event_id = ?)`, "PRIMARY KEY (delivery_id=?)"},
+			(SELECT id FROM deliveries WHERE event_seq = ?)`, "PRIMARY KEY (delivery_id=?)"},
 		{"SetDeliveryState", `UPDATE deliveries SET state = ? WHERE id = ? AND state != 'succeeded'`, "INTEGER PRIMARY KEY (rowid=?)"},
 		{"Attempts", `SELECT attempt, started_at, duration_ms, status, error, response FROM attempts
 			WHERE delivery_id = ? ORDER BY attempt`, "PRIMARY KEY (delivery_id=?)"},
@@ -223,10 +240,11 @@ func queryPlan(t *testing.T, s *Store, q string) string {
 	return strings.Join(steps, "; ")
 }
 
-// Migration 0006 rebuilds deliveries and attempts: every row keeps its
-// values (delivery IDs included), the keys and indexes are the new ones,
-// foreign keys hold and still cascade.
-func TestMigrateDeliveryKeys(t *testing.T) {
+// Migrations 0006 and 0007 rebuild deliveries and attempts: every row
+// keeps its values (delivery IDs included) and gains its event's seq (a
+// delivery whose event is gone: -id), the keys and indexes are the new
+// ones, foreign keys hold and still cascade.
+func TestMigrateDeliveryTables(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite3", dsn(path, false))
 	if err != nil {
@@ -236,13 +254,17 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 	if err := migrateTo(context.Background(), db, 4); err != nil {
 		t.Fatal(err)
 	}
-	// Deliveries with gaps in their IDs, attempts written out of key order.
+	// Deliveries with gaps in their IDs, attempts written out of key order,
+	// one delivery whose event is gone.
 	for _, q := range []string{
+		`INSERT INTO events (seq, source, event_id, event_type, body, received_at) VALUES
+			(21, 'stripe', 'evt_1', 'invoice.paid', x'', 1), (22, 'github', 'evt_1', 'push', x'', 2)`,
 		`INSERT INTO deliveries (id, route, source, event_id, event_type, idempotency_key, state, attempts, rounds,
 			last_status, last_error, next_attempt_at, created_at, updated_at) VALUES
 			(3, 'billing', 'stripe', 'evt_1', 'invoice.paid', 'k1', 'succeeded', 2, 1, 204, '', NULL, 10, 20),
 			(7, 'audit', 'stripe', 'evt_1', 'invoice.paid', 'k2', 'retrying', 1, 1, 500, 'boom', 99, 11, 21),
-			(9, 'billing', 'github', 'evt_1', 'push', 'k3', 'pending', 0, 0, 0, '', NULL, 12, 22)`,
+			(9, 'billing', 'github', 'evt_1', 'push', 'k3', 'pending', 0, 0, 0, '', NULL, 12, 22),
+			(11, 'billing', 'stripe', 'evt_gone', 'invoice.paid', 'k4', 'dead', 1, 1, 500, '', NULL, 13, 23)`,
 		`INSERT INTO attempts (id, delivery_id, attempt, started_at, duration_ms, status, error, response) VALUES
 			(1, 3, 1, 100, 5, 500, 'Internal Server Error', x'6f6f7073'),
 			(2, 7, 1, 101, 6, 500, '', NULL),
@@ -259,22 +281,27 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 	s := openTest(t, path)
 	ctx := context.Background()
 	var version int
-	if err := s.r.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version < 6 {
-		t.Fatalf("user_version = %d, %v; want at least 6", version, err)
+	if err := s.r.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version < 7 {
+		t.Fatalf("user_version = %d, %v; want at least 7", version, err)
 	}
 	d, err := s.Delivery(ctx, "audit", "stripe", "evt_1")
 	if err != nil || d.ID != 7 || d.State != StateRetrying || d.Attempts != 1 || d.Rounds != 1 || d.LastStatus != 500 ||
 		d.LastError != "boom" || d.NextAttemptAt.UnixMilli() != 99 || d.CreatedAt.UnixMilli() != 11 ||
-		d.UpdatedAt.UnixMilli() != 21 || d.IdempotencyKey != "k2" || d.EventType != "invoice.paid" {
+		d.UpdatedAt.UnixMilli() != 21 || d.IdempotencyKey != "k2" || d.EventType != "invoice.paid" || d.EventSeq != 21 {
 		t.Fatalf("migrated delivery = %+v, %v", d, err)
+	}
+	for id, want := range map[int64]int64{3: 21, 9: 22, 11: -11} {
+		if d, err := s.DeliveryByID(ctx, id); err != nil || d.EventSeq != want {
+			t.Errorf("delivery %d: event_seq %d, %v; want %d", id, d.EventSeq, err, want)
+		}
 	}
 	as, err := s.Attempts(ctx, 3)
 	if err != nil || len(as) != 2 || as[0].Attempt != 1 || as[0].Status != 500 || as[0].Error != "Internal Server Error" ||
 		string(as[0].Response) != "oops" || as[0].Duration != 5*time.Millisecond || as[1].Attempt != 2 || as[1].Status != 204 {
 		t.Fatalf("migrated attempts = %+v, %v", as, err)
 	}
-	if n := count(t, s, `SELECT count(*) FROM deliveries`); n != 3 {
-		t.Fatalf("%d deliveries after migration, want 3", n)
+	if n := count(t, s, `SELECT count(*) FROM deliveries`); n != 4 {
+		t.Fatalf("%d deliveries after migration, want 4", n)
 	}
 	if n := count(t, s, `SELECT count(*) FROM attempts`); n != 3 {
 		t.Fatalf("%d attempts after migration, want 3", n)
@@ -294,7 +321,7 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 		if name == "attempts" && (!strings.Contains(q, "WITHOUT ROWID") || !strings.Contains(q, `REFERENCES "deliveries"`)) {
 			t.Errorf("attempts: %s", q)
 		}
-		if name == "deliveries" && !strings.Contains(q, "UNIQUE (source, event_id, route)") {
+		if name == "deliveries" && !strings.Contains(q, "UNIQUE (event_seq, route)") {
 			t.Errorf("deliveries: %s", q)
 		}
 	}
@@ -313,7 +340,7 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 
 	// New rounds continue the numbering; a deleted delivery takes its
 	// attempts along.
-	nd := &Delivery{Route: "audit", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StateSucceeded, Rounds: 1}
+	nd := &Delivery{EventSeq: 21, Route: "audit", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k2", State: StateSucceeded, Rounds: 1}
 	if err := s.RecordRound(ctx, nd, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil || nd.ID != 7 || nd.Attempts != 2 {
 		t.Fatalf("round after migration: %+v, %v", nd, err)
 	}
@@ -354,7 +381,7 @@ func TestDeliveryStatusDuringClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				_, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+				_, err := s.DeliveryStatus(ctx, "billing", 1)
 				if errors.Is(err, ErrNotFound) {
 					continue
 				}
@@ -390,10 +417,10 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(2)
-		id := fmt.Sprintf("evt_%d", i)
+		id, seq := fmt.Sprintf("evt_%d", i), int64(i+1)
 		go func() {
 			defer wg.Done()
-			d := &Delivery{Route: "billing", Source: "stripe", EventID: id, IdempotencyKey: "k",
+			d := &Delivery{EventSeq: seq, Route: "billing", Source: "stripe", EventID: id, IdempotencyKey: "k",
 				State: StateSucceeded, LastStatus: 204}
 			if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 204}}); err != nil {
 				t.Error(err)
@@ -401,7 +428,7 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			st, err := s.DeliveryStatus(ctx, "billing", "stripe", id)
+			st, err := s.DeliveryStatus(ctx, "billing", seq)
 			switch {
 			case errors.Is(err, ErrNotFound):
 			case err != nil:
@@ -417,7 +444,7 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 	}
 	c := commits.Load()
 	for i := range n {
-		st, err := s.DeliveryStatus(ctx, "billing", "stripe", fmt.Sprintf("evt_%d", i))
+		st, err := s.DeliveryStatus(ctx, "billing", int64(i+1))
 		if err != nil || st.State != StateSucceeded {
 			t.Fatalf("evt_%d after its round: %+v %v, want succeeded", i, st, err)
 		}
@@ -445,7 +472,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	}
 	round, claim, lookup := make(chan error, 1), make(chan error, 1), make(chan error, 1)
 	go func() {
-		d := &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
+		d := &Delivery{EventSeq: 1, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
 		round <- s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 204}})
 	}()
 	queued(1)
@@ -455,7 +482,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	}()
 	queued(2)
 	go func() {
-		_, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1")
+		_, err := s.DeliveryStatus(ctx, "billing", 1)
 		lookup <- err
 	}()
 	queued(3)
@@ -472,7 +499,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	if err := <-lookup; !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup queued with the failed batch: %v, want ErrNotFound (it must not see uncommitted writes)", err)
 	}
-	if _, err := s.DeliveryStatus(ctx, "billing", "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeliveryStatus(ctx, "billing", 1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup after the failed batch: %v, want ErrNotFound", err)
 	}
 }

@@ -126,22 +126,25 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, 
 	return out, nil
 }
 
-// ResetDelivery sets the delivery of an event to a route to pending,
-// whatever its state (succeeded included), creating it if there is none:
-// for an operator's replay. The Idempotency-Key of an existing delivery is
-// kept. It returns the delivery as stored.
+// ResetDelivery sets the delivery of event d.EventSeq to d.Route to
+// pending, whatever its state (succeeded included), creating it if there
+// is none: for an operator's replay. The Idempotency-Key of an existing
+// delivery is kept. It returns the delivery as stored.
 func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, error) {
+	if d.EventSeq <= 0 {
+		return nil, fmt.Errorf("reset delivery: %w", errNoEventSeq)
+	}
 	now := time.Now().UnixMilli()
 	var id int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRow(`
-			INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state,
+			INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
 				created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)
-			ON CONFLICT (source, event_id, route) DO UPDATE SET
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+			ON CONFLICT (event_seq, route) DO UPDATE SET
 				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at
 			RETURNING id`,
-			d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now).Scan(&id)
+			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now).Scan(&id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reset delivery: %w", err)

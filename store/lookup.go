@@ -22,13 +22,14 @@ import (
 // uncommitted, and they do not wait for the batch's fsync.
 
 const statusQuery = `SELECT id, state, attempts, rounds, next_attempt_at
-	FROM deliveries WHERE source = ? AND event_id = ? AND route = ?`
+	FROM deliveries WHERE event_seq = ? AND route = ?`
 
 // statusLookup is one DeliveryStatus question and its answer.
 type statusLookup struct {
-	route, source, eventID string
-	status                 DeliveryStatus
-	found                  bool
+	route  string
+	seq    int64
+	status DeliveryStatus
+	found  bool
 }
 
 // writerLookup is statusQuery prepared on the writer's driver connection;
@@ -95,7 +96,7 @@ func (s *Store) runLookups(looks []*op) error {
 		}
 		for _, o := range looks {
 			l := &o.look
-			l.status, l.found, o.err = s.wl.status(l.route, l.source, l.eventID)
+			l.status, l.found, o.err = s.wl.status(l.route, l.seq)
 			if o.err != nil {
 				o.err = fmt.Errorf("%w: delivery status: %w", ErrUnavailable, o.err)
 			}
@@ -114,7 +115,7 @@ func (wl *writerLookup) prepare(c driver.Conn) error {
 		st.Close()
 		return errors.New("driver statement cannot query with a context")
 	}
-	*wl = writerLookup{conn: c, stmt: sq, args: make([]driver.NamedValue, 3), dest: make([]driver.Value, 5)}
+	*wl = writerLookup{conn: c, stmt: sq, args: make([]driver.NamedValue, 2), dest: make([]driver.Value, 5)}
 	for i := range wl.args {
 		wl.args[i].Ordinal = i + 1
 	}
@@ -131,8 +132,8 @@ func (wl *writerLookup) close() {
 }
 
 // status reads one delivery; found is false if there is none.
-func (wl *writerLookup) status(route, source, eventID string) (d DeliveryStatus, found bool, err error) {
-	wl.args[0].Value, wl.args[1].Value, wl.args[2].Value = source, eventID, route
+func (wl *writerLookup) status(route string, seq int64) (d DeliveryStatus, found bool, err error) {
+	wl.args[0].Value, wl.args[1].Value = seq, route
 	// One indexed row: not worth making cancellable (a context hook in the
 	// driver per call).
 	rows, err := wl.stmt.QueryContext(context.Background(), wl.args)

@@ -111,7 +111,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 
 func loadDeliveryStates(tx *sql.Tx, ev *OldEvent) error {
 	ev.Terminal, ev.Open = map[string]bool{}, map[string]bool{}
-	rows, err := tx.Query(`SELECT route, state FROM deliveries WHERE source = ? AND event_id = ?`, ev.Source, ev.ID)
+	rows, err := tx.Query(`SELECT route, state FROM deliveries WHERE event_seq = ?`, ev.Seq)
 	if err != nil {
 		return err
 	}
@@ -146,8 +146,8 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 	}
 	err := errors.Join(
 		exec(&res.Attempts, `DELETE FROM attempts WHERE delivery_id IN
-			(SELECT id FROM deliveries WHERE source = ? AND event_id = ?)`, ev.Source, ev.ID),
-		exec(&res.Deliveries, `DELETE FROM deliveries WHERE source = ? AND event_id = ?`, ev.Source, ev.ID),
+			(SELECT id FROM deliveries WHERE event_seq = ?)`, ev.Seq),
+		exec(&res.Deliveries, `DELETE FROM deliveries WHERE event_seq = ?`, ev.Seq),
 		exec(&res.Events, `DELETE FROM events WHERE seq = ?`, ev.Seq),
 		exec(nil, `DELETE FROM published WHERE seq = ?`, ev.Seq), // never in the outbox: see PruneEvents
 	)

@@ -38,9 +38,9 @@ func seed(t *testing.T, s *Store, evs []seedEvent) {
 			}
 			for route, state := range e.deliveries {
 				var id int64
-				if err := tx.QueryRow(`INSERT INTO deliveries (route, source, event_id, event_type, idempotency_key, state,
-					attempts, created_at, updated_at) VALUES (?, 'stripe', ?, ?, 'k', ?, ?, ?, ?) RETURNING id`,
-					route, e.id, e.typ, state, len(e.attemptsAt), e.received.UnixMilli(), e.received.UnixMilli()).Scan(&id); err != nil {
+				if err := tx.QueryRow(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key,
+					state, attempts, created_at, updated_at) VALUES (?, ?, 'stripe', ?, ?, 'k', ?, ?, ?, ?) RETURNING id`,
+					seq, route, e.id, e.typ, state, len(e.attemptsAt), e.received.UnixMilli(), e.received.UnixMilli()).Scan(&id); err != nil {
 					return err
 				}
 				for i, at := range e.attemptsAt {
@@ -218,7 +218,11 @@ func TestPruneSeesResetDelivery(t *testing.T) {
 	old := time.Now().Add(-48 * time.Hour)
 	seed(t, s, []seedEvent{{id: "evt_1", typ: "a", received: old, published: true,
 		deliveries: map[string]string{"billing": StateSucceeded}}})
-	if _, err := s.ResetDelivery(ctx, &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1"}); err != nil {
+	ev, err := s.GetEvent(ctx, "stripe", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1"}); err != nil {
 		t.Fatal(err)
 	}
 	res, _, more, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), EventCursor{}, 10, nil)
