@@ -403,3 +403,34 @@ func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
 			len(reqs), *d, reqs[len(reqs)-1].key, reqs[len(reqs)-1].attempt)
 	}
 }
+
+// An operator's retry runs the delivery's own event, found by its seq, not
+// another event with the same source and ID (one a provider sent again
+// after retention pruned the first): a delivery whose event is gone is not
+// found, and nothing is sent.
+func TestRetryOfDeliveryWhoseEventIsGone(t *testing.T) {
+	ds := newDownstream(t, nil)
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, "")))
+	ctx := context.Background()
+	g.send(t, "evt_again", "invoice.paid")
+	g.waitState(t, "r", "stripe", "evt_again", store.StateSucceeded)
+	ev, err := g.Store().GetEvent(ctx, "stripe", "evt_again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := g.Store().ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq + 1000, Route: "r", Source: "stripe",
+		EventID: "evt_again", EventType: "invoice.paid", IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", gone.ID), apiToken); code != 404 {
+		t.Fatalf("retry of a delivery whose event is gone: %d %s, want 404", code, body)
+	}
+	// A refused retry starts no round (Retry returns before it would).
+	if n := len(ds.requests()); n != 1 {
+		t.Fatalf("downstream got %d requests, want 1 (the event's own delivery)", n)
+	}
+	if d := g.delivery(t, "r", "stripe", "evt_again"); d.State != store.StateSucceeded || d.Attempts != 1 {
+		t.Fatalf("the event's delivery = %+v, want succeeded after 1 attempt", *d)
+	}
+}

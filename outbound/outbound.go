@@ -38,6 +38,7 @@ type Store interface {
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
 	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
+	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
 	PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *store.Event, terminal map[string]bool) error) error
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
 	Requeue(ctx context.Context, seqs []int64) error
@@ -513,7 +514,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	if r == nil {
 		return d, fmt.Errorf("%w: %q", ErrUnknownRoute, d.Route)
 	}
-	ev, err := e.store.GetEvent(ctx, d.Source, d.EventID)
+	ev, err := e.store.EventBySeq(ctx, d.EventSeq)
 	if err != nil {
 		return d, err
 	}

@@ -185,6 +185,9 @@ func TestDeliveryQueryPlans(t *testing.T) {
 			unique + " (event_seq=?)"},
 		{"ListDeliveries by state", `SELECT * FROM deliveries WHERE id > ? AND state = ? ORDER BY id LIMIT ?`,
 			"deliveries_state (state=? AND id>?)"},
+		// A source or an event ID alone walks the IDs, as a route does.
+		{"ListDeliveries by source", `SELECT * FROM deliveries WHERE id > ? AND source = ? ORDER BY id LIMIT ?`,
+			"INTEGER PRIMARY KEY (rowid>?)"},
 		{"ListDeliveries by route", `SELECT * FROM deliveries WHERE id > ? AND route = ? ORDER BY id LIMIT ?`,
 			"INTEGER PRIMARY KEY (rowid>?)"},
 		{"ListDeliveries", `SELECT * FROM deliveries WHERE id > ? ORDER BY id LIMIT ?`, "INTEGER PRIMARY KEY (rowid>?)"},

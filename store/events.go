@@ -199,13 +199,23 @@ func inserted(r sql.Result, err error) (rowid int64, ok bool, _ error) {
 
 // GetEvent returns one stored event.
 func (s *Store) GetEvent(ctx context.Context, source, id string) (*Event, error) {
+	return s.getEvent(ctx, `e.source = ? AND e.event_id = ?`, source, id)
+}
+
+// EventBySeq returns the stored event of an intake sequence (a
+// delivery's EventSeq).
+func (s *Store) EventBySeq(ctx context.Context, seq int64) (*Event, error) {
+	return s.getEvent(ctx, `e.seq = ?`, seq)
+}
+
+func (s *Store) getEvent(ctx context.Context, where string, args ...any) (*Event, error) {
 	var ev Event
 	var received int64
 	var published sql.NullInt64
 	err := s.r.QueryRowContext(ctx, `
 		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.headers, e.body, e.received_at, p.published_at
 		FROM events e LEFT JOIN published p ON p.seq = e.seq
-		WHERE e.source = ? AND e.event_id = ?`, source, id).Scan(
+		WHERE `+where, args...).Scan(
 		&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType, &ev.Headers, &ev.Body, &received, &published)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound

@@ -38,8 +38,11 @@ func KeepOpen(ev *OldEvent) bool { return len(ev.Open) > 0 }
 // PruneEvents deletes, in one write, events received before before and
 // after the cursor, in receipt order, at most limit of them looked at;
 // with each event its deliveries and their attempts (and, for a task, its
-// task record). An event still in the outbox is never deleted, nor one
-// keep(ev) says to keep (nil keep: KeepOpen). The deliveries are read
+// task record). An event still in the outbox is never deleted, nor the
+// newest event (SQLite would give its seq to the next claim, and a seq
+// names one event for good: deliveries are keyed by it, and a copy of
+// the old event's message may still be in the stream), nor one keep(ev)
+// says to keep (nil keep: KeepOpen). The deliveries are read
 // inside the write, so a delivery reset by an operator at the same moment
 // is seen.
 //
@@ -84,9 +87,13 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 			return err
 		}
 		more = len(cands) == limit
+		var newest int64
+		if err := tx.QueryRow(`SELECT coalesce(max(seq), 0) FROM events`).Scan(&newest); err != nil {
+			return err
+		}
 		for i := range cands {
 			c := &cands[i]
-			if !c.published {
+			if !c.published || c.ev.Seq == newest {
 				continue
 			}
 			if err := loadDeliveryStates(tx, &c.ev); err != nil {

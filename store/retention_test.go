@@ -238,7 +238,7 @@ func TestPruneSeesResetDelivery(t *testing.T) {
 func TestPrunerStartStop(t *testing.T) {
 	s := openTest(t, "")
 	old := time.Now().Add(-48 * time.Hour)
-	seed(t, s, []seedEvent{{id: "evt_1", received: old, published: true}})
+	seed(t, s, []seedEvent{{id: "evt_1", received: old, published: true}, {id: "evt_2", received: time.Now()}})
 	pruned := make(chan PruneResult, 1)
 	p := NewPruner(s, PrunerConfig{Events: time.Hour, Attempts: time.Hour, Interval: time.Hour,
 		OnPruned: func(r PruneResult) { pruned <- r }}, s.log)
@@ -340,12 +340,54 @@ func TestPruneTaskEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seed(t, s, []seedEvent{{id: "evt_new", received: time.Now()}}) // the newest event stays
 	res, _, _, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), EventCursor{}, 10, nil)
 	if err != nil || res.Events != 1 {
 		t.Fatalf("PruneEvents = %+v, %v", res, err)
 	}
 	if _, err := s.TaskScope(ctx, "task_1"); err != ErrNotFound {
 		t.Fatalf("task record after pruning: %v, want ErrNotFound", err)
+	}
+}
+
+// The newest event is never pruned, so that its seq is never given to
+// another event: deliveries are keyed by it.
+func TestPruneKeepsNewestEvent(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	old := time.Now().Add(-48 * time.Hour)
+	done := map[string]string{"billing": StateSucceeded}
+	seed(t, s, []seedEvent{
+		{id: "evt_1", received: old, published: true, deliveries: done},
+		{id: "evt_2", received: old, published: true, deliveries: done},
+	})
+	second, err := s.GetEvent(ctx, "stripe", "evt_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prune := func() PruneResult {
+		t.Helper()
+		res, _, _, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), EventCursor{}, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := prune(); res.Events != 1 || res.Deliveries != 1 {
+		t.Fatalf("pruned %+v, want evt_1 and its delivery", res)
+	}
+	if _, err := s.GetEvent(ctx, "stripe", "evt_2"); err != nil {
+		t.Fatalf("the newest event: %v, want it kept", err)
+	}
+	ev := testEvent("evt_3")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Seq <= second.Seq {
+		t.Fatalf("new event's seq %d, want above %d", ev.Seq, second.Seq)
+	}
+	if res := prune(); res.Events != 1 {
+		t.Fatalf("pruned %+v, want evt_2 now that it is not the newest", res)
 	}
 }
 
