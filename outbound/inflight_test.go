@@ -111,45 +111,71 @@ func publishCopy(t *testing.T, js natsjs.JetStream, ev *store.Event, msgID strin
 	}
 }
 
-// A message that does not carry its event's intake sequence (not one the
-// relay published) is dropped, not delivered: a delivery is keyed by it.
-func TestMessageWithoutSeqDropped(t *testing.T) {
+// Messages whose Hookgate-Seq is not their event's in this store (none, or
+// another event's: published before the store was replaced, or by another
+// process) are delivered under the seq the store gives their event, once
+// per event: they do not take the delivery of the event that has their seq
+// here, nor send again an event already delivered.
+func TestMessageFromElsewhereAdopted(t *testing.T) {
 	ds := newDownstream(t, nil)
 	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, "")))
 	ctx := context.Background()
 	js := g.Broker().JetStream()
-	var cons natsjs.Consumer
-	waitFor(t, "the route's consumer", func() (bool, string) {
-		var err error
-		cons, err = js.Consumer(ctx, g.Broker().Stream(), "route_r")
-		return err == nil, fmt.Sprint(err)
-	})
-	// No header, then headers that are not a sequence.
-	for i, seq := range []string{"", "0", "-3", "x7"} {
-		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{}, Data: []byte(`{}`)}
-		if seq != "" {
-			msg.Header.Set(jetstream.HeaderSeq, seq)
+	g.send(t, "evt_local", "invoice.paid")
+	g.waitState(t, "r", "stripe", "evt_local", store.StateSucceeded)
+	local, err := g.Store().GetEvent(ctx, "stripe", "evt_local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []struct{ seq, id string }{
+		{"", "evt_noseq"},    // no header
+		{"x7", "evt_badseq"}, // not a number
+		{strconv.FormatInt(local.Seq, 10), "evt_foreign"},     // evt_local's seq here
+		{strconv.FormatInt(local.Seq+500, 10), "evt_local"},   // evt_local under a seq it does not have here
+		{strconv.FormatInt(local.Seq+500, 10), "evt_foreign"}, // again, under another seq
+	} {
+		msg := &nats.Msg{Subject: jetstream.Subject("stripe", "invoice.paid"), Header: nats.Header{},
+			Data: []byte(`{"id":"` + m.id + `"}`)}
+		if m.seq != "" {
+			msg.Header.Set(jetstream.HeaderSeq, m.seq)
 		}
 		msg.Header.Set(jetstream.HeaderSource, "stripe")
-		msg.Header.Set(jetstream.HeaderEventID, fmt.Sprintf("evt_noseq%d", i))
+		msg.Header.Set(jetstream.HeaderEventID, m.id)
 		msg.Header.Set(jetstream.HeaderEventType, "invoice.paid")
+		msg.Header.Set("Content-Type", "application/json")
+		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("elsewhere%d", i))
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
+		if i == 2 { // the second copy of evt_foreign must find its first one's delivery
+			g.waitState(t, "r", "stripe", "evt_foreign", store.StateSucceeded)
+		}
+	}
+	for _, id := range []string{"evt_noseq", "evt_badseq", "evt_foreign"} {
+		d := g.waitState(t, "r", "stripe", id, store.StateSucceeded)
+		ev, err := g.Store().GetEvent(ctx, "stripe", id)
+		if err != nil || d.EventSeq != ev.Seq || ev.Seq == local.Seq || d.Attempts != 1 {
+			t.Fatalf("%s: delivery %+v, event %+v, %v; want one attempt under the event's own seq", id, d, ev, err)
+		}
+	}
+	cons, err := js.Consumer(ctx, g.Broker().Stream(), "route_r")
+	if err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, "every message settled", func() (bool, string) {
 		ci, err := cons.Info(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ci.Delivered.Consumer >= 4 && ci.NumAckPending == 0 && ci.NumPending == 0,
+		return ci.Delivered.Consumer >= 6 && ci.NumAckPending == 0 && ci.NumPending == 0,
 			fmt.Sprintf("delivered %d, ack pending %d, pending %d", ci.Delivered.Consumer, ci.NumAckPending, ci.NumPending)
 	})
-	if n := len(ds.requests()); n != 0 {
-		t.Fatalf("downstream got %d requests, want 0", n)
+	// evt_local once, and each of the three others once.
+	if n := len(ds.requests()); n != 4 {
+		t.Fatalf("downstream got %d requests, want 4", n)
 	}
-	if ds, err := g.Store().ListDeliveries(ctx, store.DeliveryFilter{}); err != nil || len(ds) != 0 {
-		t.Fatalf("deliveries = %+v, %v; want none", ds, err)
+	if d := g.delivery(t, "r", "stripe", "evt_local"); d.Attempts != 1 || d.EventSeq != local.Seq {
+		t.Fatalf("evt_local's delivery = %+v, want its one attempt under seq %d", *d, local.Seq)
 	}
 }
 

@@ -33,7 +33,8 @@ import (
 
 // Store is what the engine needs from the store.
 type Store interface {
-	DeliveryStatus(ctx context.Context, route string, seq int64) (store.DeliveryStatus, error)
+	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
+	AdoptEvent(ctx context.Context, ev *store.Event, streamSeq int64) (int64, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
@@ -368,13 +369,16 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	seq, _ := strconv.ParseInt(h.Get(jetstream.HeaderSeq), 10, 64)
 	ev, ok := envelopeOf(seq, h.Get(jetstream.HeaderSource), h.Get(jetstream.HeaderEventID),
 		h.Get(jetstream.HeaderEventType), h.Get("Content-Type"), msg.Data())
-	if !ok || ev.seq <= 0 || ev.source == "" || ev.id == "" {
+	if !ok || ev.source == "" || ev.id == "" {
 		e.log.Error("message without event identity; dropped", "route", r.cfg.Name, "subject", msg.Subject())
 		msg.Term()
 		return
 	}
 	if !r.matches(ev.source, ev.typ) {
 		msg.Ack()
+		return
+	}
+	if ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg) {
 		return
 	}
 	// One round per event at a time: a copy that comes while one runs
@@ -384,8 +388,19 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 		msg.NakWithDelay(roundRunningRetry)
 		return
 	}
+	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	if errors.Is(err, store.ErrOtherEvent) {
+		r.running.done(k)
+		if !e.adopt(ctx, r, &ev, msg) {
+			return
+		}
+		if k = eventKey(ev.seq); !r.running.tryStart(k) {
+			msg.NakWithDelay(roundRunningRetry)
+			return
+		}
+		prev, err = e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	}
 	defer r.running.done(k)
-	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -430,6 +445,31 @@ func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	default:
 		msg.Ack()
 	}
+}
+
+// adopt gives ev the seq its event has in this store, storing the event
+// from msg if the store does not hold it: for a message without a
+// Hookgate-Seq, or whose seq is not its event's here (published before
+// this store was replaced, or a copy of an event retention pruned since).
+// On failure it naks msg and reports false.
+func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.Msg) bool {
+	h := msg.Headers()
+	var streamSeq int64
+	if md, err := msg.Metadata(); err == nil {
+		streamSeq = int64(md.Sequence.Stream)
+	}
+	seq, err := e.store.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
+		ContentType: h.Get("Content-Type"), Body: msg.Data()}, streamSeq)
+	if err != nil {
+		e.log.Warn("cannot store the event of a message from elsewhere; redelivering later", "route", r.cfg.Name,
+			"source", ev.source, "event_id", ev.id, "err", err)
+		msg.NakWithDelay(5 * time.Second)
+		return false
+	}
+	e.log.Info("message's Hookgate-Seq is not its event's in this store; using the store's", "route", r.cfg.Name, "source", ev.source,
+		"event_id", ev.id, "message_seq", ev.seq, "seq", seq)
+	ev.seq = seq
+	return true
 }
 
 // handBack gives a message back at a stop, to be delivered again at once,
@@ -551,7 +591,7 @@ func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, r
 		return
 	}
 	defer r.running.done(k)
-	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.seq)
+	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		if !resend {

@@ -67,7 +67,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
-		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Seq)
+		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:

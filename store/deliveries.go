@@ -46,6 +46,10 @@ type Attempt struct {
 	Response  []byte        `json:"-"`
 }
 
+// ErrOtherEvent is DeliveryStatus's answer for a message whose seq is
+// not its event's in this store.
+var ErrOtherEvent = errors.New("the sequence is not that event's in this store")
+
 // errNoEventSeq refuses a delivery write that does not say its event.
 var errNoEventSeq = errors.New("delivery without an event sequence")
 
@@ -215,20 +219,23 @@ type DeliveryStatus struct {
 func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
 // DeliveryStatus returns where the delivery of event seq to a route
-// stands, or ErrNotFound: the engine's lookup, one prepared statement on the
+// stands, or ErrNotFound, or ErrOtherEvent if seq is not the event of
+// source and eventID in this store (see AdoptEvent): the engine's lookup, one prepared statement on the
 // writer's connection (lookup.go) and only the columns a round needs
 // (Delivery reads the whole row). It sees every write committed before it
 // was called.
-func (s *Store) DeliveryStatus(ctx context.Context, route string, seq int64) (DeliveryStatus, error) {
+func (s *Store) DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
 	}
 	o := getOp()
-	o.lookup, o.look = true, statusLookup{route: route, seq: seq}
+	o.lookup, o.look = true, statusLookup{route: route, source: source, eventID: eventID, seq: seq}
 	err := s.submit(ctx, o)
-	d, found := o.look.status, o.look.found
+	d, found, other := o.look.status, o.look.found, o.look.other
 	putOp(o)
 	switch {
+	case err == nil && other:
+		return DeliveryStatus{}, ErrOtherEvent
 	case errors.Is(err, ErrUnavailable):
 		return DeliveryStatus{}, err
 	case err != nil: // closed, or ctx ended while the queue was full

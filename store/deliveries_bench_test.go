@@ -103,7 +103,8 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 	b.Run("DeliveryStatus", func(b *testing.B) {
 		run(b, 32, func(pb *testing.PB, r *rand.Rand) {
 			for pb.Next() {
-				if _, err := s.DeliveryStatus(ctx, "billing", int64(r.IntN(rows)+1)); err != nil {
+				i := r.IntN(rows)
+				if _, err := s.DeliveryStatus(ctx, "billing", int64(i+1), "stripe", ids[i]); err != nil {
 					b.Error(err)
 					return
 				}
@@ -124,10 +125,11 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 					return err
 				}
 				defer st.Close()
-				args := []driver.NamedValue{{Ordinal: 1}, {Ordinal: 2, Value: "billing"}}
-				dest := make([]driver.Value, 5)
+				args := []driver.NamedValue{{Ordinal: 1, Value: "stripe"}, {Ordinal: 2}, {Ordinal: 3, Value: "billing"}, {Ordinal: 4}}
+				dest := make([]driver.Value, 6)
 				for pb.Next() {
-					args[0].Value = int64(r.IntN(rows) + 1)
+					i := r.IntN(rows)
+					args[1].Value, args[3].Value = ids[i], int64(i+1)
 					rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
 					if err != nil {
 						return err

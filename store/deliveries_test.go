@@ -31,7 +31,7 @@ func TestRecordRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := ev.Seq
-	if _, err := s.DeliveryStatus(ctx, "billing", seq); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("DeliveryStatus before any round: %v, want ErrNotFound", err)
 	}
 
@@ -44,7 +44,7 @@ func TestRecordRound(t *testing.T) {
 	if d.ID == 0 || d.Attempts != 2 {
 		t.Fatalf("after round 1: ID %d, Attempts %d; want an ID and 2", d.ID, d.Attempts)
 	}
-	st, err := s.DeliveryStatus(ctx, "billing", seq)
+	st, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", "evt_1")
 	want := DeliveryStatus{ID: d.ID, State: StateRetrying, Attempts: 2, Rounds: 1, NextAttemptAt: next}
 	if err != nil || st != want {
 		t.Fatalf("DeliveryStatus = %+v, %v; want %+v", st, err, want)
@@ -89,10 +89,14 @@ func TestRecordRound(t *testing.T) {
 		t.Fatalf("empty round: %+v, %v", d, err)
 	}
 
-	// A delivery is the event's (by its seq) and the route's: another
-	// event of the same route has its own.
-	if _, err := s.DeliveryStatus(ctx, "billing", seq+1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("DeliveryStatus of another event: %v, want ErrNotFound", err)
+	// A seq that is not the named event's here: none, or another's.
+	if _, err := s.DeliveryStatus(ctx, "billing", seq+1, "stripe", "evt_1"); !errors.Is(err, ErrOtherEvent) {
+		t.Fatalf("DeliveryStatus of a seq with no event: %v, want ErrOtherEvent", err)
+	}
+	for _, name := range [][2]string{{"stripe", "evt_2"}, {"github", "evt_1"}} {
+		if _, err := s.DeliveryStatus(ctx, "billing", seq, name[0], name[1]); !errors.Is(err, ErrOtherEvent) {
+			t.Fatalf("DeliveryStatus of seq %d as %s/%s: %v, want ErrOtherEvent", seq, name[0], name[1], err)
+		}
 	}
 	// A round that does not say its event is refused.
 	d = &Delivery{Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "k", State: StateSucceeded}
@@ -109,6 +113,9 @@ func TestRecordRound(t *testing.T) {
 func TestRecordRoundUnwritable(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
+	if _, err := s.Claim(ctx, testEvent("evt_1")); err != nil { // seq 1
+		t.Fatal(err)
+	}
 	if _, err := s.w.Exec("PRAGMA query_only = 1"); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +126,7 @@ func TestRecordRoundUnwritable(t *testing.T) {
 	if _, err := s.w.Exec("PRAGMA query_only = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DeliveryStatus(ctx, "billing", 1); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("refused round was stored: %v", err)
 	}
 	if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil || d.Attempts != 1 {
@@ -176,7 +183,7 @@ func TestDeliveryQueryPlans(t *testing.T) {
 		name, q string
 		want    string // in the plan
 	}{
-		{"engine lookup", statusQuery, unique + " (event_seq=? AND route=?)"},
+		{"engine lookup", statusQuery, "SEARCH e USING INTEGER PRIMARY KEY (rowid=?); SEARCH d USING INDEX " + unique + " (event_seq=? AND route=?)"},
 		{"Delivery", `SELECT * FROM deliveries WHERE event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?)
 			AND route = ?`, unique + " (event_seq=? AND route=?)"},
 		{"DeliveryByID", `SELECT * FROM deliveries WHERE id = ?`, "INTEGER PRIMARY KEY (rowid=?)"},
@@ -378,13 +385,16 @@ func TestMigrateDeliveryTables(t *testing.T) {
 func TestDeliveryStatusDuringClose(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
+	if _, err := s.Claim(ctx, testEvent("evt_1")); err != nil { // seq 1
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				_, err := s.DeliveryStatus(ctx, "billing", 1)
+				_, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1")
 				if errors.Is(err, ErrNotFound) {
 					continue
 				}
@@ -417,6 +427,12 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 	ctx := context.Background()
 
 	const n = 200
+	for i := range n {
+		if _, err := s.Claim(ctx, testEvent(fmt.Sprintf("evt_%d", i))); err != nil { // seq i+1
+			t.Fatal(err)
+		}
+	}
+	c0, w0 := commits.Load(), writes.Load()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(2)
@@ -431,7 +447,7 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			st, err := s.DeliveryStatus(ctx, "billing", seq)
+			st, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", id)
 			switch {
 			case errors.Is(err, ErrNotFound):
 			case err != nil:
@@ -442,12 +458,15 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := writes.Load(); got != n {
+	if got := writes.Load() - w0; got != n {
 		t.Fatalf("commits counted %d writes, want %d (the rounds only)", got, n)
+	}
+	if commits.Load() == c0 {
+		t.Fatal("no commit counted")
 	}
 	c := commits.Load()
 	for i := range n {
-		st, err := s.DeliveryStatus(ctx, "billing", int64(i+1))
+		st, err := s.DeliveryStatus(ctx, "billing", int64(i+1), "stripe", fmt.Sprintf("evt_%d", i))
 		if err != nil || st.State != StateSucceeded {
 			t.Fatalf("evt_%d after its round: %+v %v, want succeeded", i, st, err)
 		}
@@ -463,6 +482,9 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
+	if _, err := s.Claim(ctx, testEvent("evt_1")); err != nil { // seq 1
+		t.Fatal(err)
+	}
 	hold, entered := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)
 	go func() { held <- s.write(ctx, func(*sql.Tx) error { close(entered); <-hold; return nil }) }()
@@ -485,7 +507,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	}()
 	queued(2)
 	go func() {
-		_, err := s.DeliveryStatus(ctx, "billing", 1)
+		_, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1")
 		lookup <- err
 	}()
 	queued(3)
@@ -502,7 +524,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	if err := <-lookup; !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup queued with the failed batch: %v, want ErrNotFound (it must not see uncommitted writes)", err)
 	}
-	if _, err := s.DeliveryStatus(ctx, "billing", 1); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup after the failed batch: %v, want ErrNotFound", err)
 	}
 }

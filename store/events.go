@@ -197,6 +197,46 @@ func inserted(r sql.Result, err error) (rowid int64, ok bool, _ error) {
 	return rowid, err == nil, err
 }
 
+// AdoptEvent returns the seq of the event of ev.Source and ev.ID in this
+// store, storing ev first if there is none: for a message in the stream
+// whose Hookgate-Seq is not its event's here (published before this
+// store was replaced, or a copy of an event retention has since pruned).
+// An adopted event is stored as published (the message is in the stream;
+// streamSeq is its stream sequence; ReceivedAt zero: now), not put in the outbox, so its
+// deliveries are recorded and retention handles it like any other.
+func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (int64, error) {
+	var seq int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRow(`SELECT seq FROM events WHERE source = ? AND event_id = ?`, ev.Source, ev.ID).Scan(&seq)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		headers := ev.Headers
+		if len(headers) == 0 {
+			headers = []byte("{}")
+		}
+		now := time.Now().UnixMilli()
+		received := now
+		if !ev.ReceivedAt.IsZero() {
+			received = ev.ReceivedAt.UnixMilli()
+		}
+		if err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`, ev.Source, ev.ID, ev.Type, ev.ContentType, headers,
+			ev.Body, received).Scan(&seq); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM outbox WHERE seq = ?`, seq); err != nil { // the trigger put it there
+			return err
+		}
+		_, err = tx.Exec(`INSERT INTO published (seq, stream_seq, published_at) VALUES (?, ?, ?)`, seq, streamSeq, now)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("adopt event: %w", err)
+	}
+	return seq, nil
+}
+
 // GetEvent returns one stored event.
 func (s *Store) GetEvent(ctx context.Context, source, id string) (*Event, error) {
 	return s.getEvent(ctx, `e.source = ? AND e.event_id = ?`, source, id)

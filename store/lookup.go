@@ -21,15 +21,18 @@ import (
 // batch's transaction: they see every committed write and nothing
 // uncommitted, and they do not wait for the batch's fsync.
 
-const statusQuery = `SELECT id, state, attempts, rounds, next_attempt_at
-	FROM deliveries WHERE event_seq = ? AND route = ?`
+// statusQuery reads the event of a seq, whether it is the event the
+// message names (source, event_id), and its delivery to a route if any.
+const statusQuery = `SELECT e.source = ? AND e.event_id = ?, d.id, d.state, d.attempts, d.rounds, d.next_attempt_at
+	FROM events e LEFT JOIN deliveries d ON d.event_seq = e.seq AND d.route = ?
+	WHERE e.seq = ?`
 
 // statusLookup is one DeliveryStatus question and its answer.
 type statusLookup struct {
-	route  string
-	seq    int64
-	status DeliveryStatus
-	found  bool
+	route, source, eventID string
+	seq                    int64
+	status                 DeliveryStatus
+	found, other           bool // other: seq is not that event's here
 }
 
 // writerLookup is statusQuery prepared on the writer's driver connection;
@@ -96,7 +99,7 @@ func (s *Store) runLookups(looks []*op) error {
 		}
 		for _, o := range looks {
 			l := &o.look
-			l.status, l.found, o.err = s.wl.status(l.route, l.seq)
+			l.status, l.found, l.other, o.err = s.wl.status(l.route, l.seq, l.source, l.eventID)
 			if o.err != nil {
 				o.err = fmt.Errorf("%w: delivery status: %w", ErrUnavailable, o.err)
 			}
@@ -115,7 +118,7 @@ func (wl *writerLookup) prepare(c driver.Conn) error {
 		st.Close()
 		return errors.New("driver statement cannot query with a context")
 	}
-	*wl = writerLookup{conn: c, stmt: sq, args: make([]driver.NamedValue, 2), dest: make([]driver.Value, 5)}
+	*wl = writerLookup{conn: c, stmt: sq, args: make([]driver.NamedValue, 4), dest: make([]driver.Value, 6)}
 	for i := range wl.args {
 		wl.args[i].Ordinal = i + 1
 	}
@@ -131,42 +134,49 @@ func (wl *writerLookup) close() {
 	*wl = writerLookup{}
 }
 
-// status reads one delivery; found is false if there is none.
-func (wl *writerLookup) status(route string, seq int64) (d DeliveryStatus, found bool, err error) {
-	wl.args[0].Value, wl.args[1].Value = seq, route
+// status reads one delivery; found is false if there is none, other is
+// true if seq is not the event of source and eventID in this store.
+func (wl *writerLookup) status(route string, seq int64, source, eventID string) (d DeliveryStatus, found, other bool, err error) {
+	wl.args[0].Value, wl.args[1].Value, wl.args[2].Value, wl.args[3].Value = source, eventID, route, seq
 	// One indexed row: not worth making cancellable (a context hook in the
 	// driver per call).
 	rows, err := wl.stmt.QueryContext(context.Background(), wl.args)
 	if err != nil {
-		return d, false, err
+		return d, false, false, err
 	}
 	err = rows.Next(wl.dest)
 	if cerr := rows.Close(); err == nil || errors.Is(err, io.EOF) && cerr != nil {
 		err = cerr
 	}
 	switch {
-	case errors.Is(err, io.EOF):
-		return d, false, nil
+	case errors.Is(err, io.EOF): // no event of that seq
+		return d, false, true, nil
 	case err != nil:
-		return d, false, err
+		return d, false, false, err
 	}
-	id, ok1 := wl.dest[0].(int64)
-	attempts, ok2 := wl.dest[2].(int64)
-	rounds, ok3 := wl.dest[3].(int64)
+	if mine, ok := wl.dest[0].(int64); !ok || mine != 1 {
+		return d, false, true, nil
+	}
+	if wl.dest[1] == nil { // no delivery
+		return d, false, false, nil
+	}
+	id, ok1 := wl.dest[1].(int64)
+	attempts, ok2 := wl.dest[3].(int64)
+	rounds, ok3 := wl.dest[4].(int64)
 	if !ok1 || !ok2 || !ok3 {
-		return d, false, fmt.Errorf("unexpected column types %T %T %T", wl.dest[0], wl.dest[2], wl.dest[3])
+		return d, false, false, fmt.Errorf("unexpected column types %T %T %T", wl.dest[1], wl.dest[3], wl.dest[4])
 	}
-	switch st := wl.dest[1].(type) {
+	switch st := wl.dest[2].(type) {
 	case string:
 		d.State = st
 	case []byte:
 		d.State = string(st)
 	default:
-		return d, false, fmt.Errorf("unexpected state column type %T", st)
+		return d, false, false, fmt.Errorf("unexpected state column type %T", st)
 	}
 	d.ID, d.Attempts, d.Rounds = id, int(attempts), int(rounds)
-	if next, ok := wl.dest[4].(int64); ok {
+	if next, ok := wl.dest[5].(int64); ok {
 		d.NextAttemptAt = time.UnixMilli(next)
 	}
-	return d, true, nil
+	return d, true, false, nil
 }

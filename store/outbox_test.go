@@ -303,3 +303,56 @@ func TestPruneRemovesPublishState(t *testing.T) {
 	}
 	checkPublishState(t, s)
 }
+
+// AdoptEvent stores the event of a message from elsewhere as published
+// (not in the outbox, so the relay does not publish it again) and returns
+// its seq; an event this store holds keeps its seq and row.
+func TestAdoptEvent(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	local := testEvent("evt_local")
+	if _, err := s.Claim(ctx, local); err != nil {
+		t.Fatal(err)
+	}
+	foreign := &Event{Source: "stripe", ID: "evt_foreign", Type: "invoice.paid", ContentType: "application/json",
+		Body: []byte(`{"id":"evt_foreign"}`)}
+	seq, err := s.AdoptEvent(ctx, foreign, 42)
+	if err != nil || seq <= local.Seq {
+		t.Fatalf("AdoptEvent = %d, %v; want a new seq above %d", seq, err, local.Seq)
+	}
+	ev, err := s.GetEvent(ctx, "stripe", "evt_foreign")
+	if err != nil || ev.Seq != seq || string(ev.Body) != `{"id":"evt_foreign"}` || ev.Type != "invoice.paid" ||
+		ev.ContentType != "application/json" || string(ev.Headers) != "{}" || ev.PublishedAt.IsZero() ||
+		time.Since(ev.ReceivedAt) > time.Minute {
+		t.Fatalf("adopted event = %+v, %v", ev, err)
+	}
+	if streamSeq, _, ok := publishedRow(t, s, seq); !ok || streamSeq != 42 {
+		t.Fatalf("published row: stream seq %d, %v; want 42", streamSeq, ok)
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, []int64{local.Seq}) {
+		t.Fatalf("outbox = %v, want only the claimed event %d", got, local.Seq)
+	}
+	checkPublishState(t, s)
+
+	// Again, and an event claimed here: their seqs, nothing new stored.
+	for _, c := range []struct {
+		ev   *Event
+		want int64
+	}{{foreign, seq}, {&Event{Source: "stripe", ID: "evt_local", Body: []byte(`other`)}, local.Seq}} {
+		if got, err := s.AdoptEvent(ctx, c.ev, 99); err != nil || got != c.want {
+			t.Fatalf("AdoptEvent(%s) = %d, %v; want %d", c.ev.ID, got, err, c.want)
+		}
+	}
+	if n := count(t, s, `SELECT count(*) FROM events`); n != 2 {
+		t.Fatalf("%d events, want 2", n)
+	}
+	if ev, err := s.GetEvent(ctx, "stripe", "evt_local"); err != nil || string(ev.Body) != `{"id":"evt_local"}` {
+		t.Fatalf("claimed event after AdoptEvent = %+v, %v; want it unchanged", ev, err)
+	}
+	if streamSeq, _, _ := publishedRow(t, s, seq); streamSeq != 42 {
+		t.Fatalf("stream seq %d after a second AdoptEvent, want 42", streamSeq)
+	}
+	if _, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", "evt_foreign"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeliveryStatus of the adopted event: %v, want ErrNotFound", err)
+	}
+}
