@@ -28,6 +28,23 @@ import (
 // MaxEventIDLen is the longest accepted event ID.
 const MaxEventIDLen = 255
 
+// headerSafe reports whether id travels unchanged in a header: in the
+// stream's messages (NATS trims header values and turns line breaks into
+// spaces; deliveries are checked against the stored ID) and in the
+// X-Hookgate-Event-Id of each delivery (net/http refuses control
+// characters).
+func headerSafe(id string) bool {
+	if id[0] == ' ' || id[len(id)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // Claimer stores an event unless it is already stored; see store.Store.Claim.
 type Claimer interface {
 	Claim(ctx context.Context, ev *store.Event) (dup bool, err error)
@@ -203,6 +220,11 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		h.refuse(c, src.name, OutcomeInvalid, start, "event id too long", "bytes", len(id))
 		return httperror.New(http.StatusBadRequest, "invalid_event_id",
 			fmt.Sprintf("event ID is longer than %d bytes", MaxEventIDLen))
+	}
+	if !headerSafe(id) {
+		h.refuse(c, src.name, OutcomeInvalid, start, "event id not header-safe")
+		return httperror.New(http.StatusBadRequest, "invalid_event_id",
+			"event ID has a control character or a leading or trailing space")
 	}
 
 	// Fiber reuses its buffers once the handler returns, but nothing here

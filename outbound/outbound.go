@@ -34,7 +34,7 @@ import (
 // Store is what the engine needs from the store.
 type Store interface {
 	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
-	AdoptEvent(ctx context.Context, ev *store.Event, streamSeq int64) (int64, error)
+	AdoptEvent(ctx context.Context, ev *store.Event, streamSeq int64) (seq int64, stored bool, err error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
@@ -458,7 +458,7 @@ func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.M
 	if md, err := msg.Metadata(); err == nil {
 		streamSeq = int64(md.Sequence.Stream)
 	}
-	seq, err := e.store.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
+	seq, stored, err := e.store.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
 		ContentType: h.Get("Content-Type"), Body: msg.Data()}, streamSeq)
 	if err != nil {
 		e.log.Warn("cannot store the event of a message from elsewhere; redelivering later", "route", r.cfg.Name,
@@ -466,8 +466,12 @@ func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.M
 		msg.NakWithDelay(5 * time.Second)
 		return false
 	}
-	e.log.Info("message's Hookgate-Seq is not its event's in this store; using the store's", "route", r.cfg.Name, "source", ev.source,
-		"event_id", ev.id, "message_seq", ev.seq, "seq", seq)
+	lvl := slog.LevelDebug
+	if stored {
+		lvl = slog.LevelInfo
+	}
+	e.log.Log(ctx, lvl, "message's Hookgate-Seq is not its event's in this store; delivering under the store's",
+		"route", r.cfg.Name, "source", ev.source, "event_id", ev.id, "message_seq", ev.seq, "seq", seq, "stored", stored)
 	ev.seq = seq
 	return true
 }

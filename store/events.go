@@ -10,7 +10,7 @@ import (
 
 // Event is one inbound webhook as stored.
 type Event struct {
-	Seq         int64 // assigned by Claim; intake order
+	Seq         int64 // assigned by Claim (or AdoptEvent); intake order; never reused
 	Source      string
 	ID          string
 	Type        string
@@ -204,13 +204,25 @@ func inserted(r sql.Result, err error) (rowid int64, ok bool, _ error) {
 // An adopted event is stored as published (the message is in the stream;
 // streamSeq is its stream sequence; ReceivedAt zero: now), not put in the outbox, so its
 // deliveries are recorded and retention handles it like any other.
-func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (int64, error) {
-	var seq int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRow(`SELECT seq FROM events WHERE source = ? AND event_id = ?`, ev.Source, ev.ID).Scan(&seq)
+// stored reports whether ev was stored now.
+func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (seq int64, stored bool, err error) {
+	const bySourceID = `SELECT seq FROM events WHERE source = ? AND event_id = ?`
+	err = s.r.QueryRowContext(ctx, bySourceID, ev.Source, ev.ID).Scan(&seq)
+	if err == nil {
+		return seq, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("%w: adopt event: %w", ErrUnavailable, err)
+	}
+	// It adds nothing to the outbox (the trigger's row goes in the same
+	// savepoint), so the relay's in-memory tail stays in use.
+	err = s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
+		stored = false
+		err := tx.QueryRow(bySourceID, ev.Source, ev.ID).Scan(&seq) // claimed meanwhile
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		stored = true
 		headers := ev.Headers
 		if len(headers) == 0 {
 			headers = []byte("{}")
@@ -232,9 +244,9 @@ func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (int
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("adopt event: %w", err)
+		return 0, false, fmt.Errorf("adopt event: %w", err)
 	}
-	return seq, nil
+	return seq, stored, nil
 }
 
 // GetEvent returns one stored event.

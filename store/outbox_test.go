@@ -316,9 +316,9 @@ func TestAdoptEvent(t *testing.T) {
 	}
 	foreign := &Event{Source: "stripe", ID: "evt_foreign", Type: "invoice.paid", ContentType: "application/json",
 		Body: []byte(`{"id":"evt_foreign"}`)}
-	seq, err := s.AdoptEvent(ctx, foreign, 42)
-	if err != nil || seq <= local.Seq {
-		t.Fatalf("AdoptEvent = %d, %v; want a new seq above %d", seq, err, local.Seq)
+	seq, stored, err := s.AdoptEvent(ctx, foreign, 42)
+	if err != nil || seq <= local.Seq || !stored {
+		t.Fatalf("AdoptEvent = %d, %v, %v; want a new seq above %d, stored", seq, stored, err, local.Seq)
 	}
 	ev, err := s.GetEvent(ctx, "stripe", "evt_foreign")
 	if err != nil || ev.Seq != seq || string(ev.Body) != `{"id":"evt_foreign"}` || ev.Type != "invoice.paid" ||
@@ -339,8 +339,8 @@ func TestAdoptEvent(t *testing.T) {
 		ev   *Event
 		want int64
 	}{{foreign, seq}, {&Event{Source: "stripe", ID: "evt_local", Body: []byte(`other`)}, local.Seq}} {
-		if got, err := s.AdoptEvent(ctx, c.ev, 99); err != nil || got != c.want {
-			t.Fatalf("AdoptEvent(%s) = %d, %v; want %d", c.ev.ID, got, err, c.want)
+		if got, stored, err := s.AdoptEvent(ctx, c.ev, 99); err != nil || got != c.want || stored {
+			t.Fatalf("AdoptEvent(%s) = %d, %v, %v; want %d, not stored", c.ev.ID, got, stored, err, c.want)
 		}
 	}
 	if n := count(t, s, `SELECT count(*) FROM events`); n != 2 {
