@@ -432,6 +432,10 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// OnCommit runs after the writer answered the batch's callers.
+	gatewaytest.WaitFor(t, "the claims' commits counted", 5*time.Second, func() (bool, string) {
+		return writes.Load() == n, fmt.Sprint(writes.Load(), " writes counted")
+	})
 	c0, w0 := commits.Load(), writes.Load()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -458,6 +462,9 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	gatewaytest.WaitFor(t, "the rounds' commits counted", 5*time.Second, func() (bool, string) {
+		return writes.Load()-w0 >= n, fmt.Sprint(writes.Load()-w0, " writes counted")
+	})
 	if got := writes.Load() - w0; got != n {
 		t.Fatalf("commits counted %d writes, want %d (the rounds only)", got, n)
 	}
