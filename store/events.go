@@ -202,9 +202,9 @@ func inserted(r sql.Result, err error) (rowid int64, ok bool, _ error) {
 // whose Hookgate-Seq is not its event's here (published before this
 // store was replaced, or a copy of an event retention has since pruned).
 // An adopted event is stored as published (the message is in the stream;
-// streamSeq is its stream sequence; ReceivedAt zero: now), not put in the outbox, so its
-// deliveries are recorded and retention handles it like any other.
-// stored reports whether ev was stored now.
+// streamSeq is its stream sequence), not put in the outbox, so its
+// deliveries are recorded and retention handles it like any other. A zero
+// ev.ReceivedAt is taken as now. stored reports whether ev was stored now.
 func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (seq int64, stored bool, err error) {
 	const bySourceID = `SELECT seq FROM events WHERE source = ? AND event_id = ?`
 	err = s.r.QueryRowContext(ctx, bySourceID, ev.Source, ev.ID).Scan(&seq)
