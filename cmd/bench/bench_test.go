@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/signature"
+	"github.com/hookgate/hookgate/store"
 )
 
 // The generated events are valid Stripe-shaped JSON of the asked size,
@@ -49,12 +54,12 @@ func TestNum(t *testing.T) {
 
 // -random-ids: IDs of the asked shape, all distinct, not in sending order.
 func TestRandomIDs(t *testing.T) {
-	w := &worker{rng: rand.New(rand.NewPCG(1, 2))}
+	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[string]bool{}
 	sorted := true
 	prev := ""
 	for range 1000 {
-		id := w.randomID()
+		id := randomID(rng)
 		if len(id) != 28 || id[:4] != "evt_" {
 			t.Fatalf("randomID() = %q, want evt_ and 24 characters", id)
 		}
@@ -67,5 +72,45 @@ func TestRandomIDs(t *testing.T) {
 	}
 	if sorted {
 		t.Error("1,000 random IDs came in ascending order")
+	}
+}
+
+// -prefill stores events as the gateway would have: published (not in the
+// outbox), each delivered once, found by the store's own reads.
+func TestPrefill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hookgate.db")
+	const n = 120
+	if err := prefill(ctx, path, n, 512, true, "bench"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got, err := st.OutboxBacklog(ctx); err != nil || got != 0 {
+		t.Fatalf("OutboxBacklog() = %d, %v; want 0", got, err)
+	}
+	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{Route: "bench", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != n {
+		t.Fatalf("%d deliveries, want %d", len(ds), n)
+	}
+	for _, d := range ds {
+		ev, err := st.GetEvent(ctx, d.Source, d.EventID)
+		if err != nil {
+			t.Fatalf("GetEvent(%s, %s): %v", d.Source, d.EventID, err)
+		}
+		if ev.Seq != d.EventSeq || len(ev.Body) != 512 || !json.Valid(ev.Body) {
+			t.Fatalf("event %s: seq %d (delivery's %d), %d-byte body, want the delivery's seq and a 512-byte JSON body",
+				ev.ID, ev.Seq, d.EventSeq, len(ev.Body))
+		}
+		status, err := st.DeliveryStatus(ctx, "bench", d.EventSeq, d.Source, d.EventID)
+		if err != nil || status.State != store.StateSucceeded || status.Attempts != 1 {
+			t.Fatalf("DeliveryStatus(%d) = %+v, %v; want succeeded after 1 attempt", d.EventSeq, status, err)
+		}
 	}
 }

@@ -77,3 +77,11 @@ func (d *downstream) handle(c *fasthttp.RequestCtx) {
 func (d *downstream) close() {
 	d.srv.Shutdown()
 }
+
+// reset clears the counts (not the events seen).
+func (d *downstream) reset() {
+	d.requests.Store(0)
+	d.distinct.Store(0)
+	d.first.Store(0)
+	d.last.Store(0)
+}

@@ -175,12 +175,12 @@ type worker struct {
 // random as providers' IDs are (GitHub's are UUIDs): each lands at a
 // random place in the store's unique indexes, where counted IDs append
 // near a few hot places.
-func (w *worker) randomID() string {
+func randomID(rng *rand.Rand) string {
 	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	var b [4 + 24]byte
 	copy(b[:], "evt_")
 	for i := 4; i < len(b); i++ {
-		b[i] = digits[w.rng.IntN(len(digits))]
+		b[i] = digits[rng.IntN(len(digits))]
 	}
 	return string(b[:])
 }
@@ -205,7 +205,7 @@ func (w *worker) send() bool {
 		id = w.recent[w.rng.IntN(len(w.recent))]
 	} else {
 		if w.l.random {
-			id = w.randomID()
+			id = randomID(w.rng)
 		} else {
 			id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
 		}

@@ -47,10 +47,10 @@ import (
 
 type options struct {
 	duration, half, bareDuration, warmup, soak, drainTimeout, sample time.Duration
-	conns, size, routeConcurrency, batchMax                          int
+	conns, size, routeConcurrency, batchMax, prefill                 int
 	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
-	natsSync, dupWindow                                              string
+	natsSync, dupWindow, prefillCache                                string
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
 
@@ -72,6 +72,8 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.Float64Var(&o.repeat, "repeat", 0.10, "share of requests that repeat an earlier event")
 	flag.BoolVar(&o.randomIDs, "random-ids", false, "random event IDs, as providers send, instead of a counter per sender: each insert lands at a random place in the store's unique indexes")
+	flag.IntVar(&o.prefill, "prefill", 0, "store this many delivered events (IDs as -random-ids says) before the gateway starts, so that the run meets indexes of a production size (1,000,000 events of 1 KiB: about 1.7 GB and 45 s here)")
+	flag.StringVar(&o.prefillCache, "prefill-cache", "", "keep each pre-filled store in this directory and copy it on later runs with the same -prefill, -size, -random-ids and -no-route, instead of filling again")
 	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
 	flag.StringVar(&o.natsSync, "nats-sync", "", "the embedded JetStream server's fsync: a duration (nats.sync_interval) or \"always\" (nats.sync_always); empty: the gateway's default")
@@ -144,6 +146,8 @@ type report struct {
 	drainTime      time.Duration
 	samples        []sample
 	lastErr        string
+	startup        time.Duration // from the gateway's start until it answered HTTP
+	firstDelivery  time.Duration // … until an event sent then was delivered (with -prefill)
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -216,6 +220,18 @@ func run(ctx context.Context, o *options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if o.prefill > 0 {
+		route := "bench"
+		if o.noRoute {
+			route = ""
+		}
+		logf("prefill: storing %d delivered events", o.prefill)
+		t0 := time.Now()
+		if err := prefillCached(ctx, filepath.Join(dir, "data", "hookgate.db"), o.prefillCache, o.prefill, o.size, o.randomIDs, route); err != nil {
+			return "", err
+		}
+		logf("prefill: done in %s", time.Since(t0).Round(time.Second))
+	}
 	argv := []string{bin, "-config", cfgPath}
 	if bin == "" {
 		argv = []string{self, "-serve-gateway", cfgPath}
@@ -241,8 +257,20 @@ func run(ctx context.Context, o *options) (string, error) {
 			gw.stop(30 * time.Second)
 		}
 	}()
+	t0 := time.Now()
 	if err := waitHTTP(gw, addr, 60*time.Second); err != nil {
 		return "", err
+	}
+	r.startup = time.Since(t0)
+	logf("gateway: serving %s after its start", r.startup.Round(time.Millisecond))
+	if o.prefill > 0 && !o.noRoute {
+		// Delivery begins once start-up recovery has read the store:
+		// measured with one event, before the load.
+		if err := firstDelivery(ctx, addr, ds, o, tag+"p"); err != nil {
+			return "", err
+		}
+		r.firstDelivery = time.Since(t0)
+		logf("gateway: first event delivered %s after its start", r.firstDelivery.Round(time.Millisecond))
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
 	r.rssIdle, _ = gw.memory()
@@ -435,6 +463,9 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats, event IDs %s\n",
 		o.conns, o.size, o.repeat*100, ids)
+	if o.prefill > 0 {
+		fmt.Fprintf(&b, "- store pre-filled with %s delivered events (IDs %s) before the gateway started\n", num(float64(o.prefill)), ids)
+	}
 	natsSync, dupWindow := o.natsSync, o.dupWindow
 	if natsSync == "" {
 		natsSync = "default"
@@ -485,6 +516,10 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "| publish backlog (outbox), max sampled | %s events | | |\n", num(float64(maxBacklog)))
 	fmt.Fprintf(&b, "| accepted but not yet delivered, max sampled | %s events | | |\n", num(float64(maxUndelivered)))
 	fmt.Fprintf(&b, "| peak RSS (VmHWM) | %s | < 200 MB | %s |\n", mb(r.hwm), yes(r.hwm < 200<<20))
+	if o.prefill > 0 {
+		fmt.Fprintf(&b, "| start-up on the pre-filled store: until HTTP answered; until a first event was delivered | %s; %s | | |\n",
+			r.startup.Round(time.Millisecond), r.firstDelivery.Round(time.Millisecond))
+	}
 	fmt.Fprintf(&b, "| RSS idle → after peak → end | %s → %s → %s | | |\n", mb(r.rssIdle), mb(r.rssPeak), mb(r.rssEnd))
 	if o.soak > 0 {
 		growth := float64(r.soakEnd-r.soakStart) / float64(max(r.soakStart, 1))

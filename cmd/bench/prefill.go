@@ -1,0 +1,223 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// prefill stores n events that were accepted, published and delivered
+// (one succeeded delivery with one attempt each, when route is not empty)
+// before the gateway starts, so that a run meets indexes of a production
+// size rather than the few hundred thousand rows a run adds. The events
+// look like the load's: size-byte bodies, IDs random or counted as the
+// load's are. It runs the gateway's migrations first (store.Open).
+func prefill(ctx context.Context, path string, n, size int, random bool, route string) error {
+	st, err := store.Open(ctx, store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	// One connection, no fsync per transaction: a prefill that dies is
+	// started again, not recovered.
+	db, err := sql.Open("sqlite3", "file:"+path+"?_synchronous=OFF&_busy_timeout=5000&_cache_size=-65536")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	now := time.Now().UnixMilli()
+	var body []byte
+	const chunk = 50_000
+	for done := 0; done < n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m := min(chunk, n-done)
+		if err := prefillChunk(ctx, db, done, m, size, random, route, rng, now, &body); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		done += m
+		if done%500_000 == 0 || done == n {
+			logf("prefill: %d of %d events stored", done, n)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return err
+	}
+	// Written without fsyncs: on disk before the gateway starts (see copyFile).
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random bool, route string,
+	rng *rand.Rand, now int64, body *[]byte) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Each statement is one row: the outbox trigger fires per row, and its
+	// row is removed as the relay's mark would.
+	insEvent, err := tx.Prepare(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
+		VALUES ('stripe', ?, 'invoice.paid', 'application/json', '{"User-Agent":"bench"}', ?, ?)`)
+	if err != nil {
+		return err
+	}
+	unqueue, err := tx.Prepare(`DELETE FROM outbox WHERE seq = ?`)
+	if err != nil {
+		return err
+	}
+	mark, err := tx.Prepare(`INSERT INTO published (seq, stream_seq, published_at) VALUES (?, 0, ?)`)
+	if err != nil {
+		return err
+	}
+	insDelivery, err := tx.Prepare(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key,
+		state, attempts, last_status, created_at, updated_at)
+		VALUES (?, ?, 'stripe', ?, 'invoice.paid', ?, 'succeeded', 1, 200, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	insAttempt, err := tx.Prepare(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status)
+		VALUES (?, 1, ?, 1, 200)`)
+	if err != nil {
+		return err
+	}
+	for i := range m {
+		id := "evt_pre" + strconv.Itoa(from+i)
+		if random {
+			id = randomID(rng)
+		}
+		*body = appendEvent((*body)[:0], id, size)
+		r, err := insEvent.Exec(id, *body, now)
+		if err != nil {
+			return err
+		}
+		seq, err := r.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if _, err := unqueue.Exec(seq); err != nil {
+			return err
+		}
+		if _, err := mark.Exec(seq, now); err != nil {
+			return err
+		}
+		if route == "" {
+			continue
+		}
+		r, err = insDelivery.Exec(seq, route, id, outbound.IdempotencyKey(route, "stripe", id), now, now)
+		if err != nil {
+			return err
+		}
+		did, err := r.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if _, err := insAttempt.Exec(did, now); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// prefillCached is prefill through a cache directory: a store filled
+// before with the same parameters is copied, not filled again.
+func prefillCached(ctx context.Context, path, cacheDir string, n, size int, random bool, route string) error {
+	if cacheDir == "" {
+		return prefill(ctx, path, n, size, random, route)
+	}
+	ids := "counted"
+	if random {
+		ids = "random"
+	}
+	name := fmt.Sprintf("prefill-%d-%dB-%s-route-%s.db", n, size, ids, cmp.Or(route, "none"))
+	cached := filepath.Join(cacheDir, name)
+	if _, err := os.Stat(cached); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(cacheDir, 0o750); err != nil {
+			return err
+		}
+		tmp := cached + ".tmp"
+		os.Remove(tmp)
+		if err := prefill(ctx, tmp, n, size, random, route); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, cached); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	} else {
+		logf("prefill: copying %s", cached)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	return copyFile(cached, path)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	// On disk before the gateway starts: else its first fsyncs write back
+	// the whole copy, and the run measures that.
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// firstDelivery sends one event and waits until the downstream has it,
+// then clears the downstream's counts for the run.
+func firstDelivery(ctx context.Context, addr string, ds *downstream, o *options, tag string) error {
+	l := newLoader(addr, 1, o.size, 0, tag)
+	defer l.client.CloseIdleConnections()
+	if !l.workers[0].send() {
+		return errors.New("first event: not accepted")
+	}
+	deadline := time.Now().Add(o.drainTimeout)
+	for ds.distinct.Load() == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("first event: not delivered after %s", o.drainTimeout)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ds.reset()
+	return nil
+}
