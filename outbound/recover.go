@@ -42,12 +42,8 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	if known != created {
 		minSeq = -1 // a new stream: it holds none of what was published before
 	}
-	names := make([]string, len(e.routes))
-	for i, r := range e.routes {
-		names[i] = r.cfg.Name
-	}
 	var requeue []int64
-	err = e.store.PublishedSince(ctx, minSeq, names, func(ev *store.Event, terminal map[string]bool) error {
+	err = e.store.PublishedSince(ctx, minSeq, func(ev *store.Event, terminal map[string]bool) error {
 		for _, r := range e.routes {
 			if r.matches(ev.Source, ev.Type) && !terminal[r.cfg.Name] {
 				requeue = append(requeue, ev.Seq)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -359,108 +357,41 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 	})
 }
 
-// PublishedSince calls fn, in intake order, for every published event
-// whose stream sequence is above minStreamSeq (every published event when
-// minStreamSeq < 0) and that lacks a terminal delivery on at least one of
-// routes, with the routes that have one. Bodies are not loaded, and an event
-// with a terminal delivery on every route in routes is passed over without
-// reading its row: at start on a new stream, the scan of a store of
-// millions of delivered events reads the narrow published and deliveries
-// tables, not the events with their bodies.
-func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes []string, fn func(ev *Event, terminal map[string]bool) error) error {
+// PublishedSince calls fn for every published event whose stream sequence
+// is above minStreamSeq (every published event when minStreamSeq < 0), with
+// the routes that have a terminal delivery of it. Bodies are not loaded.
+func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *Event, terminal map[string]bool) error) error {
 	cond := `p.stream_seq > ?`
 	if minStreamSeq < 0 {
 		cond = `? < 0`
 	}
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT p.seq, (SELECT group_concat(d.route, char(0)) FROM deliveries d
-			WHERE d.event_seq = p.seq AND d.state IN ('succeeded', 'dead'))
-		FROM published p WHERE `+cond+` ORDER BY p.seq`, minStreamSeq)
+		SELECT e.seq, e.source, e.event_id, e.event_type,
+			(SELECT group_concat(d.route, char(0)) FROM deliveries d
+			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead'))
+		FROM published p CROSS JOIN events e ON e.seq = p.seq
+		WHERE `+cond+` ORDER BY p.seq`, minStreamSeq)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 	}
 	defer rows.Close()
-	var batch []unfinished
-	for rows.Next() {
-		var u unfinished
-		var terminal sql.NullString
-		if err := rows.Scan(&u.seq, &terminal); err != nil {
-			return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
-		}
-		done := strings.Split(terminal.String, "\x00")
-		if !slices.ContainsFunc(routes, func(r string) bool { return !slices.Contains(done, r) }) {
-			continue // finished on every route
-		}
-		u.terminal = make(map[string]bool, len(done))
-		for _, r := range done {
-			if r != "" {
-				u.terminal[r] = true
-			}
-		}
-		if batch = append(batch, u); len(batch) == unfinishedBatch {
-			if err := s.reportUnfinished(ctx, batch, fn); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
-	}
-	return s.reportUnfinished(ctx, batch, fn)
-}
-
-// unfinished is a published event PublishedSince reports, before its row
-// is read.
-type unfinished struct {
-	seq      int64
-	terminal map[string]bool
-}
-
-// unfinishedBatch is how many events PublishedSince reads in one query.
-const unfinishedBatch = 256
-
-// reportUnfinished reads the events of batch (ascending seqs) and calls fn
-// for each. An event deleted meanwhile (retention) is left out.
-func (s *Store) reportUnfinished(ctx context.Context, batch []unfinished, fn func(ev *Event, terminal map[string]bool) error) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	seqs := make([]byte, 0, 12*len(batch))
-	seqs = append(seqs, '[')
-	for i, u := range batch {
-		if i > 0 {
-			seqs = append(seqs, ',')
-		}
-		seqs = strconv.AppendInt(seqs, u.seq, 10)
-	}
-	seqs = append(seqs, ']')
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, source, event_id, event_type FROM events
-		WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`, string(seqs))
-	if err != nil {
-		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
-	}
-	defer rows.Close()
-	i := 0
 	for rows.Next() {
 		var ev Event
-		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type); err != nil {
+		var routes sql.NullString
+		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &routes); err != nil {
 			return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 		}
-		for i < len(batch) && batch[i].seq < ev.Seq {
-			i++
+		terminal := map[string]bool{}
+		if routes.Valid {
+			for _, r := range strings.Split(routes.String, "\x00") {
+				terminal[r] = true
+			}
 		}
-		if i == len(batch) || batch[i].seq != ev.Seq {
-			continue
-		}
-		if err := fn(&ev, batch[i].terminal); err != nil {
+		if err := fn(&ev, terminal); err != nil {
 			return err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
-	}
-	return nil
+	return rows.Err()
 }
 
 const pendingDeliveriesQuery = `

@@ -143,7 +143,7 @@ func TestMarkPublishedRequeue(t *testing.T) {
 	since := func(min int64) []int64 {
 		t.Helper()
 		var got []int64
-		if err := s.PublishedSince(ctx, min, []string{"billing"}, func(ev *Event, _ map[string]bool) error {
+		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
 			got = append(got, ev.Seq)
 			return nil
 		}); err != nil {
@@ -262,7 +262,7 @@ func TestMigrateOutbox(t *testing.T) {
 	// evt_pub2; a new stream lost all three.
 	for min, want := range map[int64][]string{5: {"evt_pub2"}, -1: {"evt_pub", "evt_pre0002", "evt_pub2"}} {
 		var got []string
-		if err := s.PublishedSince(ctx, min, []string{"billing"}, func(ev *Event, _ map[string]bool) error {
+		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
 			got = append(got, ev.ID)
 			return nil
 		}); err != nil || !slices.Equal(got, want) {
@@ -354,81 +354,5 @@ func TestAdoptEvent(t *testing.T) {
 	}
 	if _, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", "evt_foreign"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("DeliveryStatus of the adopted event: %v, want ErrNotFound", err)
-	}
-}
-
-// PublishedSince passes over an event with a terminal delivery on every
-// route asked about, and reports the others, in order, with the routes
-// that finished them, across more than one batch of event reads.
-func TestPublishedSinceSkipsFinished(t *testing.T) {
-	s := openTest(t, "")
-	ctx := context.Background()
-	const n = 2*unfinishedBatch + 40
-	record := func(seq int64, id, route, state string) {
-		t.Helper()
-		d := &Delivery{EventSeq: seq, Route: route, Source: "stripe", EventID: id, IdempotencyKey: "k", State: state, LastStatus: 200}
-		if state == StateRetrying {
-			d.NextAttemptAt = time.Now().Add(time.Hour)
-		}
-		if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	type want struct {
-		id       string
-		terminal []string
-	}
-	var both, onlyA []want // reported when asked about routes a and b; about a alone
-	var published []Published
-	for i := range n {
-		id := fmt.Sprintf("evt_%03d", i)
-		ev := testEvent(id)
-		if _, err := s.Claim(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
-		published = append(published, Published{ev.Seq, int64(i + 1)})
-		switch i % 5 {
-		case 0: // finished on both routes
-			record(ev.Seq, id, "a", StateSucceeded)
-			record(ev.Seq, id, "b", StateDead)
-		case 1: // finished on a only
-			record(ev.Seq, id, "a", StateSucceeded)
-			both = append(both, want{id, []string{"a"}})
-		case 2: // retrying on a, finished on b
-			record(ev.Seq, id, "a", StateRetrying)
-			record(ev.Seq, id, "b", StateSucceeded)
-			both = append(both, want{id, []string{"b"}})
-			onlyA = append(onlyA, want{id, []string{"b"}})
-		default: // no delivery yet
-			both = append(both, want{id, nil})
-			onlyA = append(onlyA, want{id, nil})
-		}
-	}
-	if err := s.MarkPublished(ctx, published, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		routes []string
-		want   []want
-	}{{[]string{"a", "b"}, both}, {[]string{"a"}, onlyA}, {nil, nil}} {
-		var got []want
-		err := s.PublishedSince(ctx, -1, c.routes, func(ev *Event, terminal map[string]bool) error {
-			if ev.Source != "stripe" || ev.Type != "invoice.paid" || ev.Body != nil {
-				t.Errorf("event %+v: want its source and type, no body", ev)
-			}
-			var names []string
-			for r := range terminal {
-				names = append(names, r)
-			}
-			slices.Sort(names)
-			got = append(got, want{ev.ID, names})
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.EqualFunc(got, c.want, func(x, y want) bool { return x.id == y.id && slices.Equal(x.terminal, y.terminal) }) {
-			t.Errorf("PublishedSince(-1, %q) reported %d events, want %d:\ngot  %v\nwant %v", c.routes, len(got), len(c.want), got, c.want)
-		}
 	}
 }
