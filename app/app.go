@@ -131,7 +131,9 @@ func (a *App) openStore(ctx context.Context) error {
 		Path:     a.cfg.Store.Path,
 		BatchMax: a.cfg.Store.BatchMax,
 		Readers:  a.cfg.Store.Readers,
-		OnCommit: func(n int) { batches.Observe(float64(n)) },
+		// Frames of 4 KiB pages.
+		WALRestartFrames: a.cfg.Store.WALMaxMB << 8,
+		OnCommit:         func(n int) { batches.Observe(float64(n)) },
 	}, a.log.With("component", "store"))
 	if err != nil {
 		return err

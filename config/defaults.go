@@ -20,6 +20,7 @@ const (
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultBatchMax          = 512
 	DefaultReaders           = 4
+	DefaultWALMaxMB          = 1024
 	DefaultTolerance         = 5 * time.Minute
 	DefaultMaxBody           = 1 << 20
 	DefaultHMACAlgorithm     = "sha256"
@@ -87,6 +88,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	str(&c.Store.Path, filepath.Join(c.DataDir, "hookgate.db"))
 	num(&c.Store.BatchMax, "store.batch_max", DefaultBatchMax)
 	num(&c.Store.Readers, "store.readers", DefaultReaders)
+	num(&c.Store.WALMaxMB, "store.wal_max_mb", DefaultWALMaxMB)
 
 	for i := range c.Sources {
 		s := &c.Sources[i]

@@ -97,7 +97,7 @@ func TestFullExample(t *testing.T) {
 			Replicas:        3,
 			ConnectTimeout:  20 * time.Second,
 		},
-		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8},
+		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256},
 		Sources: []Source{
 			{
 				Name: "stripe", Verify: "stripe", Secrets: []string{"whsec_old", "whsec_new"},
@@ -257,7 +257,7 @@ routes:
 	if c.NATS != wantNATS {
 		t.Errorf("nats: %+v, want %+v", c.NATS, wantNATS)
 	}
-	if want := (Store{Path: filepath.Join("./data", "hookgate.db"), BatchMax: 512, Readers: 4}); c.Store != want {
+	if want := (Store{Path: filepath.Join("./data", "hookgate.db"), BatchMax: 512, Readers: 4, WALMaxMB: 1024}); c.Store != want {
 		t.Errorf("store: %+v, want %+v", c.Store, want)
 	}
 	if c.API.Tokens != nil {

@@ -74,6 +74,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	c.validateNATS(v)
 	v.positiveInt("store.batch_max", c.Store.BatchMax)
 	v.positiveInt("store.readers", c.Store.Readers)
+	v.positiveInt("store.wal_max_mb", c.Store.WALMaxMB)
 
 	c.validateSources(v)
 	for i, tok := range c.API.Tokens {

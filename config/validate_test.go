@@ -42,6 +42,7 @@ func TestValidation(t *testing.T) {
 		{"nats connect_timeout", "nats: {connect_timeout: -1m}\n" + validBase, "config: nats.connect_timeout: must be positive, got -1m0s"},
 		{"store batch_max", "store: {batch_max: 0}\n" + validBase, "config: store.batch_max: must be positive, got 0"},
 		{"store readers", "store: {readers: -2}\n" + validBase, "config: store.readers: must be positive, got -2"},
+		{"store wal_max_mb", "store: {wal_max_mb: 0}\n" + validBase, "config: store.wal_max_mb: must be positive, got 0"},
 
 		// Sources.
 		{"no sources", "sources: []\n", "config: sources: at least one source is required"},

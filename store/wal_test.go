@@ -94,3 +94,12 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 		t.Fatalf("the WAL never started again: %d frames at most, under constant reads", most)
 	}
 }
+
+// The WAL's restart size defaults to 1 GiB: a restart holds up writes for
+// 100–250 ms on a large store with random event IDs, so it must be rare.
+func TestWALRestartDefault(t *testing.T) {
+	s := openTest(t, "")
+	if got, want := s.walRestartFrames, 1<<18; got != want {
+		t.Fatalf("walRestartFrames = %d, want %d (1 GiB of 4 KiB pages)", got, want)
+	}
+}
