@@ -108,6 +108,10 @@ func TestPrefill(t *testing.T) {
 			t.Fatalf("event %s: seq %d (delivery's %d), %d-byte body, want the delivery's seq and a 512-byte JSON body",
 				ev.ID, ev.Seq, d.EventSeq, len(ev.Body))
 		}
+		var body struct{ Type string }
+		if err := json.Unmarshal(ev.Body, &body); err != nil || ev.Type != body.Type || d.EventType != body.Type {
+			t.Fatalf("event %s: type %q, delivery's %q, body's %q; want them the same", ev.ID, ev.Type, d.EventType, body.Type)
+		}
 		status, err := st.DeliveryStatus(ctx, "bench", d.EventSeq, d.Source, d.EventID)
 		if err != nil || status.State != store.StateSucceeded || status.Attempts != 1 {
 			t.Fatalf("DeliveryStatus(%d) = %+v, %v; want succeeded after 1 attempt", d.EventSeq, status, err)

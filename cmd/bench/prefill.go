@@ -81,7 +81,7 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 	// Each statement is one row: the outbox trigger fires per row, and its
 	// row is removed as the relay's mark would.
 	insEvent, err := tx.Prepare(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
-		VALUES ('stripe', ?, 'invoice.paid', 'application/json', '{"User-Agent":"bench"}', ?, ?)`)
+		VALUES ('stripe', ?, ?, 'application/json', '{"User-Agent":"bench"}', ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 	}
 	insDelivery, err := tx.Prepare(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key,
 		state, attempts, last_status, created_at, updated_at)
-		VALUES (?, ?, 'stripe', ?, 'invoice.paid', ?, 'succeeded', 1, 200, ?, ?)`)
+		VALUES (?, ?, 'stripe', ?, ?, ?, 'succeeded', 1, 200, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,8 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 			id = randomID(rng)
 		}
 		*body = appendEvent((*body)[:0], id, size)
-		r, err := insEvent.Exec(id, *body, now)
+		typ := eventType(id)
+		r, err := insEvent.Exec(id, typ, *body, now)
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 		if route == "" {
 			continue
 		}
-		r, err = insDelivery.Exec(seq, route, id, outbound.IdempotencyKey(route, "stripe", id), now, now)
+		r, err = insDelivery.Exec(seq, route, id, typ, outbound.IdempotencyKey(route, "stripe", id), now, now)
 		if err != nil {
 			return err
 		}
@@ -143,7 +144,8 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 }
 
 // prefillCached is prefill through a cache directory: a store filled
-// before with the same parameters is copied, not filled again.
+// before with the same parameters and schema is copied, not filled again,
+// unless it is older than prefillMaxAge.
 func prefillCached(ctx context.Context, path, cacheDir string, n, size int, random bool, route string) error {
 	if cacheDir == "" {
 		return prefill(ctx, path, n, size, random, route)
@@ -152,9 +154,18 @@ func prefillCached(ctx context.Context, path, cacheDir string, n, size int, rand
 	if random {
 		ids = "random"
 	}
-	name := fmt.Sprintf("prefill-%d-%dB-%s-route-%s.db", n, size, ids, cmp.Or(route, "none"))
+	version, err := schemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("prefill-%d-%dB-%s-route-%s-schema%d.db", n, size, ids, cmp.Or(route, "none"), version)
 	cached := filepath.Join(cacheDir, name)
-	if _, err := os.Stat(cached); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Stat(cached)
+	if err == nil && time.Since(fi.ModTime()) > prefillMaxAge {
+		logf("prefill: %s is older than %s; filling again", cached, prefillMaxAge)
+		err = fs.ErrNotExist
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(cacheDir, 0o750); err != nil {
 			return err
 		}
@@ -175,6 +186,37 @@ func prefillCached(ctx context.Context, path, cacheDir string, n, size int, rand
 		return err
 	}
 	return copyFile(cached, path)
+}
+
+// prefillMaxAge is how long a cached pre-filled store is used: its events
+// were received when it was filled, and the gateway's retention (30 days
+// by default) would start deleting them during a run.
+const prefillMaxAge = 7 * 24 * time.Hour
+
+// schemaVersion is the store's schema version (its migrations' count),
+// read from a new empty store.
+func schemaVersion(ctx context.Context) (int, error) {
+	dir, err := os.MkdirTemp("", "hookgate-schema-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "db")
+	st, err := store.Open(ctx, store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Close(); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var v int
+	err = db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
+	return v, err
 }
 
 func copyFile(from, to string) error {
@@ -200,18 +242,23 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// firstDelivery sends one event and waits until the downstream has it,
-// then clears the downstream's counts for the run.
-func firstDelivery(ctx context.Context, addr string, ds *downstream, o *options, tag string) error {
+// firstEvent sends one event and waits until the downstream has it (with
+// -no-route: until the outbox is empty, so published), then clears the
+// downstream's counts for the run.
+func firstEvent(ctx context.Context, addr string, ds *downstream, ob *outbox, o *options, tag string) error {
 	l := newLoader(addr, 1, o.size, 0, tag)
 	defer l.client.CloseIdleConnections()
 	if !l.workers[0].send() {
 		return errors.New("first event: not accepted")
 	}
+	through := func() bool { return ds.distinct.Load() > 0 }
+	if o.noRoute {
+		through = func() bool { return ob.backlog() == 0 }
+	}
 	deadline := time.Now().Add(o.drainTimeout)
-	for ds.distinct.Load() == 0 {
+	for !through() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("first event: not delivered after %s", o.drainTimeout)
+			return fmt.Errorf("first event: not through after %s", o.drainTimeout)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
