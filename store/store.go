@@ -63,7 +63,7 @@ type Config struct {
 	// and writes, the WAL file grows without bound (SQLite's checkpoint
 	// starvation). Writes wait for it: for the frames not yet copied and
 	// the database's fsync, and at most restartWait (100ms) for readers;
-	// on a large store with random event IDs that is 100–250 ms, so it
+	// on a large store with random event IDs that was 0.1–0.8 s, so it
 	// should be rare. Default 262144 (1 GiB of 4 KiB pages).
 	WALRestartFrames int
 }
