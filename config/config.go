@@ -136,10 +136,9 @@ type Store struct {
 	Readers int `yaml:"readers"`
 	// WALMaxMB is the WAL size, in MiB, past which the writer starts the
 	// WAL again from its beginning (a RESTART checkpoint, which holds up
-	// writes: up to 0.8 s on a large store with random event IDs). The
-	// WAL also starts again by itself
-	// whenever writes pause long enough for the checkpointer to catch up.
-	// Default 1024.
+	// writes: up to 0.8 s on a large store with random event IDs). The WAL
+	// also starts again by itself whenever writes pause long enough for
+	// the checkpointer to catch up. Default 1024.
 	WALMaxMB int `yaml:"wal_max_mb"`
 }
 
