@@ -256,30 +256,30 @@ func (w *worker) sign(dst []byte, ts int64, body []byte) []byte {
 	return hex.AppendEncode(dst, w.mac.Sum(sum[:0]))
 }
 
-// eventType is the type appendEvent gives the event with this ID.
-func eventType(id string) string {
+// idHash seeds the fields appendEvent derives from an event's ID.
+func idHash(id string) uint64 {
 	h := uint64(0)
 	for i := 0; i < len(id); i++ {
 		h = h*131 + uint64(id[i])
 	}
-	return eventTypes[h%uint64(len(eventTypes))]
+	return h
 }
+
+// eventType is the type appendEvent gives the event with this ID.
+func eventType(id string) string { return eventTypes[idHash(id)%uint64(len(eventTypes))] }
 
 // appendEvent appends a Stripe-shaped event with this ID, padded to size
 // bytes (at least about 330: the fields come first). The same ID always
 // gives the same body (a retry resends it).
 func appendEvent(dst []byte, id string, size int) []byte {
 	start := len(dst)
-	h := uint64(0)
-	for i := 0; i < len(id); i++ {
-		h = h*131 + uint64(id[i])
-	}
+	h := idHash(id)
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, id...)
 	dst = append(dst, `","object":"event","api_version":"2024-06-20","created":`...)
 	dst = strconv.AppendUint(dst, 1700000000+h%100000000, 10)
 	dst = append(dst, `,"type":"`...)
-	dst = append(dst, eventTypes[h%uint64(len(eventTypes))]...) // eventType(id)
+	dst = append(dst, eventType(id)...)
 	dst = append(dst, `","livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},`...)
 	dst = append(dst, `"data":{"object":{"id":"in_`...)
 	dst = strconv.AppendUint(dst, h, 36)
