@@ -126,7 +126,12 @@ func (a *App) openStore(ctx context.Context) error {
 		Help:    "Writes per group-commit transaction.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 	})
-	a.Registry.MustRegister(batches)
+	restarts := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hookgate_store_wal_restart_seconds",
+		Help:    "How long each WAL restart (a RESTART checkpoint) held up writes.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+	})
+	a.Registry.MustRegister(batches, restarts)
 	s, err := store.Open(ctx, store.Config{
 		Path:     a.cfg.Store.Path,
 		BatchMax: a.cfg.Store.BatchMax,
@@ -134,6 +139,7 @@ func (a *App) openStore(ctx context.Context) error {
 		// Frames of 4 KiB pages.
 		WALRestartFrames: a.cfg.Store.WALMaxMB << 8,
 		OnCommit:         func(n int) { batches.Observe(float64(n)) },
+		OnWALRestart:     func(d time.Duration) { restarts.Observe(d.Seconds()) },
 	}, a.log.With("component", "store"))
 	if err != nil {
 		return err

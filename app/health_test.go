@@ -309,7 +309,8 @@ routes:
 	if check("hookgate_store_commit_batch_size") < 5 {
 		t.Errorf("commit batches: %v", check("hookgate_store_commit_batch_size"))
 	}
-	for _, name := range []string{"go_goroutines", "process_open_fds", "hookgate_build_info", "hookgate_retention_pruned_total"} {
+	for _, name := range []string{"go_goroutines", "process_open_fds", "hookgate_build_info", "hookgate_retention_pruned_total",
+		"hookgate_store_wal_restart_seconds"} {
 		if fams[name] == nil {
 			t.Errorf("%s is not exported", name)
 		}

@@ -66,6 +66,10 @@ type Config struct {
 	// on a large store with random event IDs that was 0.1–0.8 s, so it
 	// should be rare. Default 262144 (1 GiB of 4 KiB pages).
 	WALRestartFrames int
+	// OnWALRestart, if set, is called by the writer after each RESTART
+	// checkpoint with how long it held up writes. Like OnCommit, it must
+	// not call the Store.
+	OnWALRestart func(took time.Duration)
 }
 
 // Store is the SQLite store. It is safe for concurrent use.
@@ -78,6 +82,7 @@ type Store struct {
 
 	walRestartFrames int
 	restartWanted    atomic.Bool // set by the checkpointer, taken by the writer
+	onWALRestart     func(time.Duration)
 
 	ops       chan *op
 	mu        sync.RWMutex // guards closed against sends on ops
@@ -185,6 +190,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		batchMax:         cfg.BatchMax,
 		onCommit:         cfg.OnCommit,
 		walRestartFrames: cfg.WALRestartFrames,
+		onWALRestart:     cfg.OnWALRestart,
 		ops:              make(chan *op, cfg.BatchMax*4),
 		done:             make(chan struct{}),
 		ckptWake:         make(chan struct{}, 1),
@@ -284,6 +290,7 @@ func (s *Store) checkpoint() error {
 // writes queued meanwhile wait for it. Busy (readers still there after
 // restartWait) is not an error: the next checkpoint asks again.
 func (s *Store) restartWAL() {
+	start := time.Now()
 	var busy, frames, copied int
 	_, err := s.w.Exec(fmt.Sprintf("PRAGMA busy_timeout = %d", restartWait.Milliseconds()))
 	if err == nil {
@@ -294,6 +301,12 @@ func (s *Store) restartWAL() {
 	}
 	if err != nil {
 		s.log.Warn("wal restart failed; retrying after the next checkpoint", "err", err)
+		return
+	}
+	took := time.Since(start)
+	s.log.Debug("wal restarted", "took", took, "busy", busy == 1, "frames", frames, "copied", copied)
+	if s.onWALRestart != nil {
+		s.onWALRestart(took)
 	}
 }
 

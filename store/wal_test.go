@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -95,8 +96,37 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 	}
 }
 
-// The WAL's restart size defaults to 1 GiB: a restart holds up writes for
-// 100–250 ms on a large store with random event IDs, so it must be rare.
+// Each restart is reported with how long it held up writes.
+func TestWALRestartReported(t *testing.T) {
+	var reported atomic.Int64
+	s, err := Open(context.Background(), Config{
+		Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: 20,
+		OnWALRestart: func(took time.Duration) {
+			if took > 0 {
+				reported.Add(1)
+			}
+		},
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := []byte(strings.Repeat("x", 1024))
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; reported.Load() == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart reported after %d claims", i)
+		}
+		ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d", i), Body: body, ReceivedAt: time.Now()}
+		if _, err := s.Claim(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The WAL's restart size defaults to 1 GiB: a restart holds up writes,
+// for up to a few hundred ms on a large store with random event IDs, so it
+// must be rare.
 func TestWALRestartDefault(t *testing.T) {
 	s := openTest(t, "")
 	if got, want := s.walRestartFrames, 1<<18; got != want {

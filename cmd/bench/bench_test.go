@@ -8,10 +8,16 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
 )
@@ -116,5 +122,69 @@ func TestPrefill(t *testing.T) {
 		if err != nil || status.State != store.StateSucceeded || status.Attempts != 1 {
 			t.Fatalf("DeliveryStatus(%d) = %+v, %v; want succeeded after 1 attempt", d.EventSeq, status, err)
 		}
+	}
+}
+
+// The generated config is one the gateway loads, with the store and NATS
+// settings the flags asked for.
+func TestWriteConfig(t *testing.T) {
+	o := &options{logLevel: "info", routeConcurrency: 8, batchMax: 128, walMaxMB: 64, natsSync: "always", dupWindow: "2s"}
+	path, err := writeConfig(t.TempDir(), "127.0.0.1:1", "http://127.0.0.1:2/hook", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the gateway refuses the generated config: %v", err)
+	}
+	if got := [2]int{cfg.Store.BatchMax, cfg.Store.WALMaxMB}; got != [2]int{128, 64} {
+		t.Errorf("store batch_max, wal_max_mb = %v, want [128 64]", got)
+	}
+	if !cfg.NATS.SyncAlways || cfg.NATS.DuplicateWindow != 2*time.Second {
+		t.Errorf("nats sync_always, duplicate_window = %v, %v; want true, 2s", cfg.NATS.SyncAlways, cfg.NATS.DuplicateWindow)
+	}
+	if len(cfg.Routes) != 1 || cfg.Routes[0].Concurrency != 8 {
+		t.Errorf("routes = %+v, want one of concurrency 8", cfg.Routes)
+	}
+}
+
+// The WAL restart row is read from the gateway's own /metrics.
+func TestWALRestartsScrape(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "hookgate_store_wal_restart_seconds", Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
+	})
+	reg.MustRegister(h)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	before, err := scrapeWALRestarts(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := before.String(); got != "none" {
+		t.Errorf("no restarts: %q, want none", got)
+	}
+	h.Observe(0.003)
+	after, err := scrapeWALRestarts(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Observe(0.100)
+	h.Observe(0.200)
+	end, err := scrapeWALRestarts(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := end.since(after).String(), "2, mean 150.0 ms, longest ≤ 256.0 ms"; got != want {
+		t.Errorf("since: %q, want %q", got, want)
+	}
+	if got, want := end.String(), "3, mean 101.0 ms, longest ≤ 256.0 ms"; got != want {
+		t.Errorf("whole: %q, want %q", got, want)
+	}
+	h.Observe(5)
+	if w, _ := scrapeWALRestarts(context.Background(), addr); !strings.Contains(w.String(), "longest over the largest bucket") {
+		t.Errorf("past the buckets: %q", w.String())
 	}
 }

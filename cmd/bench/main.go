@@ -47,7 +47,7 @@ import (
 
 type options struct {
 	duration, half, bareDuration, warmup, soak, drainTimeout, sample time.Duration
-	conns, size, routeConcurrency, batchMax, prefill                 int
+	conns, size, routeConcurrency, batchMax, prefill, walMaxMB       int
 	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
 	natsSync, dupWindow, prefillCache                                string
@@ -76,6 +76,7 @@ func main() {
 	flag.StringVar(&o.prefillCache, "prefill-cache", "", "keep each pre-filled store in this directory and copy it on later runs with the same -prefill, -size, -random-ids and -no-route, instead of filling again")
 	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
+	flag.IntVar(&o.walMaxMB, "wal-max-mb", 0, "store.wal_max_mb of the generated config: the WAL size past which it restarts (0: the gateway's default)")
 	flag.StringVar(&o.natsSync, "nats-sync", "", "the embedded JetStream server's fsync: a duration (nats.sync_interval) or \"always\" (nats.sync_always); empty: the gateway's default")
 	flag.StringVar(&o.dupWindow, "duplicate-window", "", "nats.duplicate_window of the generated config (empty: the gateway's default)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "log.level of the generated config")
@@ -148,6 +149,8 @@ type report struct {
 	lastErr        string
 	startup        time.Duration // from the gateway's start until it answered HTTP
 	firstDelivery  time.Duration // … until an event sent then was delivered, or published with -no-route (with -prefill)
+	walPeak        walRestarts   // WAL restarts during the peak
+	walRun         *walRestarts  // … during the whole run; nil if /metrics could not be read
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -314,9 +317,13 @@ func run(ctx context.Context, o *options) (string, error) {
 	l.closedLoop(ctx, o.warmup)
 	phase.Store("peak")
 	signalProfile(gw, o, syscall.SIGUSR1)
+	walStart, walErr := scrapeWALRestarts(ctx, addr)
 	m := measureCPU(gw)
 	r.peak = l.closedLoop(ctx, o.duration)
 	r.peakCPU = m.done()
+	if w, err := scrapeWALRestarts(ctx, addr); err == nil && walErr == nil {
+		r.walPeak = w.since(walStart)
+	}
 	signalProfile(gw, o, syscall.SIGUSR2)
 	r.rssPeak, _ = gw.memory()
 	logf("gateway: %.0f events/s at peak (p99 %s); waiting for delivery", r.peak.rate(), r.peak.pct(99))
@@ -375,6 +382,11 @@ func run(ctx context.Context, o *options) (string, error) {
 		waitDelivered(ctx, ds, l.accepted.Load(), o.drainTimeout)
 	}
 	r.delivered, r.requests = ds.distinct.Load(), ds.requests.Load()
+	if w, err := scrapeWALRestarts(ctx, addr); err == nil {
+		r.walRun = &w
+	} else {
+		logf("gateway: WAL restarts not read: %v", err)
+	}
 	r.rssEnd, r.hwm = gw.memory()
 	if e, ok := l.lastErr.Load().(string); ok {
 		r.lastErr = e
@@ -523,6 +535,9 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "| start-up on the pre-filled store: until HTTP answered; until a first event was %s | %s; %s | | |\n",
 			what, r.startup.Round(time.Millisecond), r.firstDelivery.Round(time.Millisecond))
+	}
+	if r.walRun != nil {
+		fmt.Fprintf(&b, "| WAL restarts (writes wait for each): at peak; whole run | %s; %s | | |\n", r.walPeak, r.walRun)
 	}
 	fmt.Fprintf(&b, "| RSS idle → after peak → end | %s → %s → %s | | |\n", mb(r.rssIdle), mb(r.rssPeak), mb(r.rssEnd))
 	if o.soak > 0 {

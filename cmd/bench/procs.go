@@ -196,8 +196,15 @@ sources:
     concurrency: %d
 `, downstreamURL, o.routeConcurrency)
 	}
+	var st []string
 	if o.batchMax > 0 {
-		cfg += fmt.Sprintf("store:\n  batch_max: %d\n", o.batchMax)
+		st = append(st, fmt.Sprintf("batch_max: %d", o.batchMax))
+	}
+	if o.walMaxMB > 0 {
+		st = append(st, fmt.Sprintf("wal_max_mb: %d", o.walMaxMB))
+	}
+	if len(st) > 0 {
+		cfg += "store:\n  " + strings.Join(st, "\n  ") + "\n"
 	}
 	var nats []string
 	switch {
