@@ -20,10 +20,9 @@ import (
 //   - the password in the userinfo of nats.url (each URL of a cluster list)
 //     and routes[].url, and a NATS userinfo without password (nats://TOKEN@host,
 //     a token); query values of routes[].url whose name matches the header
-//     rule above (?token=..., ?api_key=...).
-//
-// A secret in a route URL's path (as in Slack or Discord webhook URLs) is
-// not recognised.
+//     rule above (?token=..., ?api_key=...);
+//   - segments of a routes[].url path that look like tokens (see
+//     tokenLike), as in Slack's and Discord's webhook URLs.
 func (c *Config) Masked() *Config {
 	if c == nil {
 		return nil
@@ -110,7 +109,8 @@ func maskNATSURL(s string) string {
 
 // maskURL replaces the password of raw's userinfo (and the user too when
 // userIsToken and there is no password: NATS reads nats://TOKEN@host as a
-// token) and the values of query parameters with a secretName by "****".
+// token) and the values of query parameters with a secretName by "****",
+// and path segments that look like tokens by their MaskSecret hint.
 // It edits the text rather than parse and re-encode, so the rest of the URL
 // stays as written, even when it is not a valid URL.
 func maskURL(raw string, userIsToken bool) string {
@@ -132,7 +132,52 @@ func maskURL(raw string, userIsToken bool) string {
 		}
 		authority = userinfo + "@" + host
 	}
-	return scheme + authority + maskQuery(tail)
+	return scheme + authority + maskQuery(maskPath(tail))
+}
+
+// maskPath masks the path segments of tail (the part of a URL from its
+// path on) that look like tokens.
+func maskPath(tail string) string {
+	end := strings.IndexAny(tail, "?#")
+	if end < 0 {
+		end = len(tail)
+	}
+	segs := strings.Split(tail[:end], "/")
+	for i, seg := range segs {
+		if tokenLike(seg) {
+			segs[i] = MaskSecret(seg)
+		}
+	}
+	return strings.Join(segs, "/") + tail[end:]
+}
+
+// tokenLike reports whether a path segment looks like a generated secret:
+// at least 16 characters, mixing at least two of lower case, upper case
+// and digits. Slack's and Discord's webhook tokens do; words and
+// hyphenated names do not. A long mixed-case name is masked too, which
+// costs a reader less than a token shown.
+func tokenLike(seg string) bool {
+	if len(seg) < 16 {
+		return false
+	}
+	var lower, upper, digit bool
+	for _, c := range seg {
+		switch {
+		case 'a' <= c && c <= 'z':
+			lower = true
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		case '0' <= c && c <= '9':
+			digit = true
+		}
+	}
+	n := 0
+	for _, has := range []bool{lower, upper, digit} {
+		if has {
+			n++
+		}
+	}
+	return n >= 2
 }
 
 // maskQuery masks the secret query values in tail, the part of a URL from

@@ -185,6 +185,16 @@ func TestMaskURL(t *testing.T) {
 		{"https://h/p@x?a=1", false, "https://h/p@x?a=1"}, // '@' in the path is not userinfo
 		{"https://h/p?Token=abc&x=1&access%5Ftoken=def&password=&key", false, "https://h/p?Token=****&x=1&access%5Ftoken=****&password=&key"},
 		{"https://h/?sig=1#token=x", false, "https://h/?sig=1#token=x"},
+		// Token-like path segments: Slack, Discord.
+		{"https://hooks.slack.com/services/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", false,
+			"https://hooks.slack.com/services/T0123ABCD/B0123ABCD/aB3dE5…(24 chars)"},
+		{"https://discord.com/api/webhooks/112233445566778899/Xy_9-abcDEF123ghiJKL456mnoPQR789stu?wait=true", false,
+			"https://discord.com/api/webhooks/112233445566778899/Xy_9-a…(35 chars)?wait=true"},
+		// Words, hyphenated names, short IDs and digits alone are shown.
+		{"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12", false,
+			"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12"},
+		{"https://h/p/aB3dE5fG7hJ9kL1mN3pQ5rS7?token=x#frag/aB3dE5fG7hJ9kL1mN3pQ5rS7", false,
+			"https://h/p/aB3dE5…(24 chars)?token=****#frag/aB3dE5fG7hJ9kL1mN3pQ5rS7"},
 		{"", false, ""},
 	}
 	for _, tt := range tests {
