@@ -124,6 +124,60 @@ func TestWALRestartReported(t *testing.T) {
 	}
 }
 
+// Before asking for a restart, the checkpointer copies the WAL into the
+// database file and fsyncs it, so that the restart has little left to
+// write; an fsync that fails is reported.
+func TestWriteBack(t *testing.T) {
+	s, err := Open(context.Background(), Config{
+		Path:             filepath.Join(t.TempDir(), "db"),
+		WALRestartFrames: 1 << 30, // the checkpointer never calls writeBack itself
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 200 {
+		if _, err := s.Claim(context.Background(), testEvent(fmt.Sprintf("evt_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.writeBack(0); err != nil {
+		t.Fatalf("writeBack: %v", err)
+	}
+	frames, copied, err := s.passive()
+	if err != nil || frames == 0 || copied != frames {
+		t.Fatalf("after writeBack: %d of %d frames copied (%v), want all", copied, frames, err)
+	}
+
+	s.dbFile.Close()
+	if err := s.writeBack(0); err == nil || !strings.Contains(err.Error(), "fsync database") {
+		t.Fatalf("writeBack on a closed file: %v, want the fsync's error", err)
+	}
+}
+
+// A restarted WAL is cut back to its restart size, not further: cutting a
+// 1 GiB WAL to 64 MiB held up the first commit after each restart.
+func TestWALSizeLimit(t *testing.T) {
+	for _, frames := range []int{0, 1000} {
+		s, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: frames},
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if err := s.w.QueryRow("PRAGMA journal_size_limit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := walBytes(s.walRestartFrames); got != want {
+			t.Errorf("WALRestartFrames %d: journal_size_limit = %d, want %d", frames, got, want)
+		}
+		s.Close()
+	}
+	if got, want := walBytes(1<<18), int64(1<<30+6<<20+32); got != want {
+		t.Errorf("walBytes(1<<18) = %d, want %d", got, want)
+	}
+}
+
 // The WAL's restart size defaults to 1 GiB: a restart holds up writes,
 // for up to a few hundred ms on a large store with random event IDs, so it
 // must be rare.
