@@ -136,9 +136,10 @@ type Store struct {
 	Readers int `yaml:"readers"`
 	// WALMaxMB is the WAL size, in MiB, past which the writer starts the
 	// WAL again from its beginning (a RESTART checkpoint, which holds up
-	// writes: up to 0.8 s on a large store with random event IDs). The WAL
-	// also starts again by itself whenever writes pause long enough for
-	// the checkpointer to catch up. Default 1024.
+	// writes for a few ms, once the checkpointer has written the database
+	// back beside them). The WAL also starts again by itself whenever
+	// writes pause long enough for the checkpointer to catch up. Smaller
+	// means more write-backs competing with commits. Default 1024.
 	WALMaxMB int `yaml:"wal_max_mb"`
 }
 
