@@ -40,7 +40,7 @@ type Store interface {
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
 	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
-	PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *store.Event, terminal map[string]bool) error) error
+	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string, fn func(ev *store.Event, terminal map[string]bool) error) error
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
 	Requeue(ctx context.Context, seqs []int64) error
 	Meta(ctx context.Context, key string) (string, error)

@@ -42,8 +42,12 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	if known != created {
 		minSeq = -1 // a new stream: it holds none of what was published before
 	}
+	sources := make(map[string][]string, len(e.routes))
+	for _, r := range e.routes {
+		sources[r.cfg.Name] = r.cfg.Sources
+	}
 	var requeue []int64
-	err = e.store.PublishedSince(ctx, minSeq, func(ev *store.Event, terminal map[string]bool) error {
+	err = e.store.PublishedSince(ctx, minSeq, sources, func(ev *store.Event, terminal map[string]bool) error {
 		for _, r := range e.routes {
 			if r.matches(ev.Source, ev.Type) && !terminal[r.cfg.Name] {
 				requeue = append(requeue, ev.Seq)

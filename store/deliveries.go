@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -358,19 +360,42 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 }
 
 // PublishedSince calls fn for every published event whose stream sequence
-// is above minStreamSeq (every published event when minStreamSeq < 0), with
-// the routes that have a terminal delivery of it. Bodies are not loaded.
-func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(ev *Event, terminal map[string]bool) error) error {
+// is above minStreamSeq (every published event when minStreamSeq < 0) that
+// some route of routes (route name → its sources) takes from the event's
+// source and has no terminal delivery of, with the routes that have one.
+// The rest are skipped inside SQLite: on a new stream this reads the whole
+// store, and a row handed to Go costs more than the row's own read. Bodies
+// are not loaded.
+func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string,
+	fn func(ev *Event, terminal map[string]bool) error) error {
 	cond := `p.stream_seq > ?`
 	if minStreamSeq < 0 {
 		cond = `? < 0`
+	}
+	args := []any{minStreamSeq}
+	var unfinished []string
+	for _, name := range slices.Sorted(maps.Keys(routes)) {
+		sources := routes[name]
+		if len(sources) == 0 {
+			continue
+		}
+		unfinished = append(unfinished, `(e.source IN (?`+strings.Repeat(`, ?`, len(sources)-1)+`)
+			AND NOT EXISTS (SELECT 1 FROM deliveries d
+				WHERE d.event_seq = e.seq AND d.route = ? AND d.state IN ('succeeded', 'dead')))`)
+		for _, src := range sources {
+			args = append(args, src)
+		}
+		args = append(args, name)
+	}
+	if len(unfinished) == 0 {
+		return nil
 	}
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT e.seq, e.source, e.event_id, e.event_type,
 			(SELECT group_concat(d.route, char(0)) FROM deliveries d
 			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead'))
 		FROM published p CROSS JOIN events e ON e.seq = p.seq
-		WHERE `+cond+` ORDER BY p.seq`, minStreamSeq)
+		WHERE `+cond+` AND (`+strings.Join(unfinished, " OR ")+`) ORDER BY p.seq`, args...)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 	}
@@ -391,7 +416,10 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, fn func(
 			return err
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
+	}
+	return nil
 }
 
 const pendingDeliveriesQuery = `

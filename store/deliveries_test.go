@@ -200,6 +200,8 @@ func TestDeliveryQueryPlans(t *testing.T) {
 		{"ListDeliveries", `SELECT * FROM deliveries WHERE id > ? ORDER BY id LIMIT ?`, "INTEGER PRIMARY KEY (rowid>?)"},
 		{"PublishedSince", `SELECT group_concat(d.route, char(0)) FROM deliveries d
 			WHERE d.event_seq = ? AND d.state IN ('succeeded', 'dead')`, unique + " (event_seq=?)"},
+		{"PublishedSince: unfinished", `SELECT 1 FROM deliveries d
+			WHERE d.event_seq = ? AND d.route = ? AND d.state IN ('succeeded', 'dead')`, unique + " (event_seq=? AND route=?)"},
 		{"PendingDeliveries", pendingDeliveriesQuery, "deliveries_state (state=?)"},
 		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},
 		{"retention: delete deliveries", `DELETE FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},

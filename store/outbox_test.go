@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -143,7 +144,7 @@ func TestMarkPublishedRequeue(t *testing.T) {
 	since := func(min int64) []int64 {
 		t.Helper()
 		var got []int64
-		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
+		if err := s.PublishedSince(ctx, min, stripeRoute, func(ev *Event, _ map[string]bool) error {
 			got = append(got, ev.Seq)
 			return nil
 		}); err != nil {
@@ -262,7 +263,7 @@ func TestMigrateOutbox(t *testing.T) {
 	// evt_pub2; a new stream lost all three.
 	for min, want := range map[int64][]string{5: {"evt_pub2"}, -1: {"evt_pub", "evt_pre0002", "evt_pub2"}} {
 		var got []string
-		if err := s.PublishedSince(ctx, min, func(ev *Event, _ map[string]bool) error {
+		if err := s.PublishedSince(ctx, min, stripeRoute, func(ev *Event, _ map[string]bool) error {
 			got = append(got, ev.ID)
 			return nil
 		}); err != nil || !slices.Equal(got, want) {
@@ -354,5 +355,70 @@ func TestAdoptEvent(t *testing.T) {
 	}
 	if _, err := s.DeliveryStatus(ctx, "billing", seq, "stripe", "evt_foreign"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("DeliveryStatus of the adopted event: %v, want ErrNotFound", err)
+	}
+}
+
+// stripeRoute is one route taking every stripe event, for PublishedSince.
+var stripeRoute = map[string][]string{"billing": {"stripe"}}
+
+// PublishedSince hands over only the events some route takes from their
+// source and has not finished, with the routes that have.
+func TestPublishedSinceSkipsFinished(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	seq := map[string]int64{}
+	var pubs []Published
+	sources := map[string]string{"a_done": "stripe", "a_half": "stripe", "a_retrying": "stripe", "a_none": "stripe",
+		"b_done": "github", "c_other": "other"}
+	for id, source := range sources {
+		ev := testEvent(id)
+		ev.Source = source
+		if _, err := s.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		seq[id] = ev.Seq
+		pubs = append(pubs, Published{Seq: ev.Seq, StreamSeq: int64(len(pubs) + 1)})
+	}
+	if err := s.MarkPublished(ctx, pubs, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	round := func(id, route, state string) {
+		t.Helper()
+		d := &Delivery{EventSeq: seq[id], Route: route, Source: sources[id], EventID: id, IdempotencyKey: "k", State: state}
+		if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round("a_done", "billing", StateSucceeded)
+	round("a_done", "audit", StateDead)
+	round("a_half", "billing", StateSucceeded)
+	round("a_retrying", "billing", StateRetrying)
+	round("b_done", "audit", StateSucceeded) // billing does not take github
+
+	routes := map[string][]string{"billing": {"stripe"}, "audit": {"stripe", "github"}, "idle": nil}
+	got := map[string][]string{}
+	err := s.PublishedSince(ctx, -1, routes, func(ev *Event, terminal map[string]bool) error {
+		got[ev.ID] = slices.Sorted(maps.Keys(terminal))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a_done: both routes finished it; b_done: its one route did;
+	// c_other: no route takes its source.
+	want := map[string][]string{"a_half": {"billing"}, "a_retrying": nil, "a_none": nil}
+	if len(got) != len(want) {
+		t.Fatalf("PublishedSince handed over %v, want %v", got, want)
+	}
+	for id, w := range want {
+		if g, ok := got[id]; !ok || !slices.Equal(g, w) {
+			t.Errorf("%s: handed over %v with terminal routes %v, want %v", id, ok, g, w)
+		}
+	}
+	if err := s.PublishedSince(ctx, -1, nil, func(ev *Event, _ map[string]bool) error {
+		t.Errorf("no routes: %s handed over", ev.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
