@@ -128,7 +128,7 @@ func (a *App) openStore(ctx context.Context) error {
 	})
 	restarts := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "hookgate_store_wal_restart_seconds",
-		Help:    "How long each WAL restart (a RESTART checkpoint) held up writes.",
+		Help:    "How long each RESTART checkpoint held up writes (one that found readers and gave up is counted too).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 	})
 	a.Registry.MustRegister(batches, restarts)

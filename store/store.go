@@ -67,8 +67,9 @@ type Config struct {
 	// Default 262144 (1 GiB of 4 KiB pages).
 	WALRestartFrames int
 	// OnWALRestart, if set, is called by the writer after each RESTART
-	// checkpoint with how long it held up writes. Like OnCommit, it must
-	// not call the Store.
+	// checkpoint with how long it held up writes, also one that gave up
+	// waiting for readers (the next checkpoint asks again). Like OnCommit,
+	// it must not call the Store.
 	OnWALRestart func(took time.Duration)
 }
 
@@ -168,10 +169,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("store: migrate %s: %w", cfg.Path, err)
 	}
 	// When the writer starts the WAL again, it cuts the file to this size:
-	// only what a restart overshot. Cut back further (the 64 MiB the
-	// connection starts with), a 1 GiB WAL took 0.4 s to truncate in the
-	// first commit after each restart, and it grew again by allocating
-	// writes.
+	// only what a restart overshot. Cut back to 64 MiB (as it was), a
+	// 1 GiB WAL took 0.4 s to truncate in the first commit after each
+	// restart, and it grew again by allocating writes. Should the writer's
+	// connection ever be opened again, the hook's -1 (never cut) holds.
 	if _, err := w.ExecContext(ctx, fmt.Sprintf("PRAGMA journal_size_limit = %d", walBytes(cfg.WALRestartFrames))); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: set journal_size_limit: %w", err)
@@ -195,7 +196,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
 	ckpt.SetConnMaxIdleTime(0)
-	dbFile, err := os.Open(cfg.Path)
+	// Read-write: on some systems a read-only file cannot be synced.
+	dbFile, err := os.OpenFile(cfg.Path, os.O_RDWR, 0)
 	if err != nil {
 		w.Close()
 		r.Close()
@@ -243,10 +245,9 @@ func init() {
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
 			// temp_store = MEMORY keeps the savepoint journal in memory: on
 			// disk, once past 64 KiB, it would take a write for each page a
-			// savepoint touches. journal_size_limit truncates the WAL file to
-			// 64 MiB when the writer starts it again from its beginning (Open
-			// raises it to the WAL's restart size).
-			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = 67108864", nil)
+			// savepoint touches. journal_size_limit -1 never truncates the
+			// WAL file; Open sets it to the WAL's restart size.
+			_, err := c.Exec("PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY; PRAGMA journal_size_limit = -1", nil)
 			return err
 		},
 	})
@@ -295,9 +296,16 @@ func (s *Store) checkpointer() {
 // checkpoint runs one PASSIVE checkpoint, and asks the writer for a
 // RESTART one if the WAL has grown past walRestartFrames, once most of
 // what the RESTART would write is on disk (see writeBack).
-func (s *Store) checkpoint() error {
+func (s *Store) checkpoint() error { return s.checkpointAt(s.walRestartFrames) }
+
+// checkpointAt is checkpoint with a restart limit of limit frames.
+func (s *Store) checkpointAt(limit int) error {
 	frames, copied, err := s.passive()
-	if err != nil || frames < s.walRestartFrames {
+	// All copied: the next write starts the WAL again by itself unless a
+	// reader holds it (then the WAL grows and a later checkpoint asks).
+	// A RESTART leaves the WAL so until the next commit: asking again
+	// would restart it twice.
+	if err != nil || frames < limit || copied == frames {
 		return err
 	}
 	err = s.writeBack(copied)
@@ -412,7 +420,9 @@ func (s *Store) Close() error {
 		<-s.ckptDone
 		s.stmts.close()
 		s.dstmts.close()
-		s.closeErr = errors.Join(s.ckpt.Close(), s.dbFile.Close(), s.r.Close(), s.w.Close())
+		// dbFile last: closing any descriptor of the file drops the POSIX
+		// locks SQLite's connections hold on it.
+		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close(), s.dbFile.Close())
 	})
 	return s.closeErr
 }

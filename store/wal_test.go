@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -96,7 +97,8 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 	}
 }
 
-// Each restart is reported with how long it held up writes.
+// Each restart is reported with how long it held up writes, also one
+// that found a reader and gave up.
 func TestWALRestartReported(t *testing.T) {
 	var reported atomic.Int64
 	s, err := Open(context.Background(), Config{
@@ -111,6 +113,17 @@ func TestWALRestartReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A reader's snapshot keeps the checkpointer from copying the WAL, as
+	// under load, where more commits always follow.
+	tx, err := s.r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
 	body := []byte(strings.Repeat("x", 1024))
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; reported.Load() == 0; i++ {
@@ -149,9 +162,48 @@ func TestWriteBack(t *testing.T) {
 		t.Fatalf("after writeBack: %d of %d frames copied (%v), want all", copied, frames, err)
 	}
 
-	s.dbFile.Close()
-	if err := s.writeBack(0); err == nil || !strings.Contains(err.Error(), "fsync database") {
+	// A file that cannot be synced (a closed one; not the database's own,
+	// whose closing would drop SQLite's locks on it).
+	closed, err := os.Create(filepath.Join(t.TempDir(), "closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	dbFile := s.dbFile
+	s.dbFile = closed
+	err = s.writeBack(0)
+	s.dbFile = dbFile
+	if err == nil || !strings.Contains(err.Error(), "fsync database") {
 		t.Fatalf("writeBack on a closed file: %v, want the fsync's error", err)
+	}
+}
+
+// Right after a RESTART, until the next commit, the WAL still reports its
+// old size, all of it copied: that is no reason to restart it again.
+func TestNoRestartTwice(t *testing.T) {
+	s, err := Open(context.Background(), Config{
+		Path:             filepath.Join(t.TempDir(), "db"),
+		WALRestartFrames: 1 << 30, // the checkpointer never asks by itself
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 100 {
+		if _, err := s.Claim(context.Background(), testEvent(fmt.Sprintf("evt_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.restartWAL() // as the writer would, between two commits
+	frames, copied, err := s.passive()
+	if err != nil || frames < 20 || copied != frames {
+		t.Fatalf("after a restart: %d of %d frames copied (%v), want all of at least 20", copied, frames, err)
+	}
+	if err := s.checkpointAt(20); err != nil {
+		t.Fatal(err)
+	}
+	if s.restartWanted.Load() {
+		t.Fatal("a checkpoint right after a restart asked for another")
 	}
 }
 
