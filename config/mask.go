@@ -20,7 +20,8 @@ import (
 //   - the password in the userinfo of nats.url (each URL of a cluster list)
 //     and routes[].url, and a NATS userinfo without password (nats://TOKEN@host,
 //     a token); query values of routes[].url whose name matches the header
-//     rule above (?token=..., ?api_key=...);
+//     rule above (?token=..., ?api_key=...) or whose value looks like a
+//     token (see tokenLike; Azure's ?code=...);
 //   - segments of a routes[].url path that look like tokens (see
 //     tokenLike), as in Slack's and Discord's webhook URLs.
 func (c *Config) Masked() *Config {
@@ -181,7 +182,7 @@ func tokenLike(seg string) bool {
 }
 
 // maskQuery masks the secret query values in tail, the part of a URL from
-// its path on.
+// its path on: those of a secret name, and those that look like tokens.
 func maskQuery(tail string) string {
 	q := strings.IndexByte(tail, '?')
 	if q < 0 {
@@ -200,7 +201,7 @@ func maskQuery(tail string) string {
 		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		if secretName(name) {
+		if secretName(name) || tokenLike(val) {
 			params[i] = p[:len(p)-len(val)] + "****"
 		}
 	}

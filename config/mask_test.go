@@ -190,6 +190,9 @@ func TestMaskURL(t *testing.T) {
 			"https://hooks.slack.com/services/T0123ABCD/B0123ABCD/aB3dE5…(24 chars)"},
 		{"https://discord.com/api/webhooks/112233445566778899/Xy_9-abcDEF123ghiJKL456mnoPQR789stu?wait=true", false,
 			"https://discord.com/api/webhooks/112233445566778899/Xy_9-a…(35 chars)?wait=true"},
+		// A token-like query value, whatever its name.
+		{"https://fn.azurewebsites.net/api/hook?code=aB3dE5fG7hJ9kL1mN3pQ5rS7&clientId=default", false,
+			"https://fn.azurewebsites.net/api/hook?code=****&clientId=default"},
 		// Words, hyphenated names, short IDs and digits alone are shown.
 		{"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12", false,
 			"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12"},

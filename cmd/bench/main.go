@@ -149,8 +149,8 @@ type report struct {
 	lastErr        string
 	startup        time.Duration // from the gateway's start until it answered HTTP
 	firstDelivery  time.Duration // … until an event sent then was delivered, or published with -no-route (with -prefill)
-	walPeak        walRestarts   // WAL restarts during the peak
-	walRun         *walRestarts  // … during the whole run; nil if /metrics could not be read
+	walPeak        *walRestarts  // WAL restarts during the peak; nil if /metrics could not be read
+	walRun         *walRestarts  // … during the whole run
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -322,7 +322,8 @@ func run(ctx context.Context, o *options) (string, error) {
 	r.peak = l.closedLoop(ctx, o.duration)
 	r.peakCPU = m.done()
 	if w, err := scrapeWALRestarts(ctx, addr); err == nil && walErr == nil {
-		r.walPeak = w.since(walStart)
+		d := w.since(walStart)
+		r.walPeak = &d
 	}
 	signalProfile(gw, o, syscall.SIGUSR2)
 	r.rssPeak, _ = gw.memory()
@@ -537,7 +538,11 @@ func (r *report) markdown() string {
 			what, r.startup.Round(time.Millisecond), r.firstDelivery.Round(time.Millisecond))
 	}
 	if r.walRun != nil {
-		fmt.Fprintf(&b, "| WAL restarts (writes wait for each): at peak; whole run | %s; %s | | |\n", r.walPeak, r.walRun)
+		peak := "not read"
+		if r.walPeak != nil {
+			peak = r.walPeak.String()
+		}
+		fmt.Fprintf(&b, "| WAL restarts (writes wait for each): at peak; whole run | %s; %s | | |\n", peak, r.walRun)
 	}
 	fmt.Fprintf(&b, "| RSS idle → after peak → end | %s → %s → %s | | |\n", mb(r.rssIdle), mb(r.rssPeak), mb(r.rssEnd))
 	if o.soak > 0 {
