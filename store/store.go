@@ -82,7 +82,8 @@ type Store struct {
 	onCommit func(int)
 
 	walRestartFrames int
-	restartWanted    atomic.Bool // set by the checkpointer, taken by the writer
+	restartWanted    atomic.Bool  // set by the checkpointer, taken by the writer
+	restartedAt      atomic.Int64 // the WAL's frames at the writer's last restart
 	onWALRestart     func(time.Duration)
 
 	ops       chan *op
@@ -301,12 +302,15 @@ func (s *Store) checkpoint() error { return s.checkpointAt(s.walRestartFrames) }
 // checkpointAt is checkpoint with a restart limit of limit frames.
 func (s *Store) checkpointAt(limit int) error {
 	frames, copied, err := s.passive()
-	// All copied: the next write starts the WAL again by itself unless a
-	// reader holds it (then the WAL grows and a later checkpoint asks).
-	// A RESTART leaves the WAL so until the next commit: asking again
-	// would restart it twice.
-	if err != nil || frames < limit || copied == frames {
+	if err != nil || frames < limit {
 		return err
+	}
+	// A RESTART leaves the WAL at the size it saw, all copied, until the
+	// next commit starts it again: asking now would restart it twice.
+	// (All copied is not enough: a PASSIVE checkpoint reports the WAL as
+	// it began, and under constant writes it often copies all of that.)
+	if copied == frames && int64(frames) == s.restartedAt.Load() {
+		return nil
 	}
 	err = s.writeBack(copied)
 	s.restartWanted.Store(true) // even after an error: the WAL must not grow without bound
@@ -380,6 +384,9 @@ func (s *Store) restartWAL() {
 		return
 	}
 	took := time.Since(start)
+	if busy == 0 {
+		s.restartedAt.Store(int64(frames))
+	}
 	s.log.Debug("wal restarted", "took", took, "busy", busy == 1, "frames", frames, "copied", copied)
 	if s.onWALRestart != nil {
 		s.onWALRestart(took)

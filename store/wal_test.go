@@ -97,6 +97,47 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 	}
 }
 
+// Under writes that never pause, and no reader, the WAL starts again too:
+// each checkpoint copies the WAL up to where it began while more commits
+// come, so the WAL never empties by itself.
+func TestWALRestartsUnderConstantWrites(t *testing.T) {
+	const restartFrames = 200
+	var reported atomic.Int64
+	s, err := Open(context.Background(), Config{
+		Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: restartFrames,
+		OnWALRestart: func(time.Duration) { reported.Add(1) },
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	body := []byte(strings.Repeat("x", 1024))
+	var writers sync.WaitGroup
+	for w := range 16 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d_%d", w, i), Body: body, ReceivedAt: time.Now()}
+				if _, err := s.Claim(context.Background(), ev); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { stop(); writers.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for reported.Load() == 0 {
+		if time.Now().After(deadline) {
+			_, frames, _ := func() (int, int, error) { f, c, err := s.passive(); return c, f, err }()
+			t.Fatalf("no WAL restart in 10s of constant writes; the WAL holds %d frames (limit %d)", frames, restartFrames)
+		}
+		time.Sleep(10 * time.Millisecond) // sampling, not waiting for a signal
+	}
+}
+
 // Each restart is reported with how long it held up writes, also one
 // that found a reader and gave up.
 func TestWALRestartReported(t *testing.T) {
