@@ -67,22 +67,7 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 		return log
 	}
 	// Writes never stop either.
-	body := []byte(strings.Repeat("x", 1024))
-	var writers sync.WaitGroup
-	for w := range 16 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d_%d", w, i), Body: body, ReceivedAt: time.Now()}
-				if _, err := s.Claim(context.Background(), ev); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	defer func() { stop(); writers.Wait() }() // before the readers stop
+	defer writeConstantly(t, s, 16)() // stops before the readers do
 
 	most, restarted := 0, false
 	deadline := time.Now().Add(10 * time.Second)
@@ -103,31 +88,8 @@ func TestWALRestartsUnderConstantReads(t *testing.T) {
 func TestWALRestartsUnderConstantWrites(t *testing.T) {
 	const restartFrames = 200
 	var reported atomic.Int64
-	s, err := Open(context.Background(), Config{
-		Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: restartFrames,
-		OnWALRestart: func(time.Duration) { reported.Add(1) },
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, stop := context.WithCancel(context.Background())
-	body := []byte(strings.Repeat("x", 1024))
-	var writers sync.WaitGroup
-	for w := range 16 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d_%d", w, i), Body: body, ReceivedAt: time.Now()}
-				if _, err := s.Claim(context.Background(), ev); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	defer func() { stop(); writers.Wait() }()
+	s := openWAL(t, Config{WALRestartFrames: restartFrames, OnWALRestart: func(time.Duration) { reported.Add(1) }})
+	defer writeConstantly(t, s, 16)()
 	deadline := time.Now().Add(10 * time.Second)
 	for reported.Load() == 0 {
 		if time.Now().After(deadline) {
@@ -142,18 +104,11 @@ func TestWALRestartsUnderConstantWrites(t *testing.T) {
 // that found a reader and gave up.
 func TestWALRestartReported(t *testing.T) {
 	var reported atomic.Int64
-	s, err := Open(context.Background(), Config{
-		Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: 20,
-		OnWALRestart: func(took time.Duration) {
-			if took > 0 {
-				reported.Add(1)
-			}
-		},
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openWAL(t, Config{WALRestartFrames: 20, OnWALRestart: func(took time.Duration) {
+		if took > 0 {
+			reported.Add(1)
+		}
+	}})
 	// A reader's snapshot keeps the checkpointer from copying the WAL, as
 	// under load, where more commits always follow.
 	tx, err := s.r.Begin()
@@ -182,19 +137,8 @@ func TestWALRestartReported(t *testing.T) {
 // database file and fsyncs it, so that the restart has little left to
 // write; an fsync that fails is reported.
 func TestWriteBack(t *testing.T) {
-	s, err := Open(context.Background(), Config{
-		Path:             filepath.Join(t.TempDir(), "db"),
-		WALRestartFrames: 1 << 30, // the checkpointer never calls writeBack itself
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 200 {
-		if _, err := s.Claim(context.Background(), testEvent(fmt.Sprintf("evt_%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := openWAL(t, Config{WALRestartFrames: 1 << 30}) // the checkpointer never calls writeBack itself
+	claimN(t, s, 200)
 	if err := s.writeBack(0); err != nil {
 		t.Fatalf("writeBack: %v", err)
 	}
@@ -222,19 +166,8 @@ func TestWriteBack(t *testing.T) {
 // Right after a RESTART, until the next commit, the WAL still reports its
 // old size, all of it copied: that is no reason to restart it again.
 func TestNoRestartTwice(t *testing.T) {
-	s, err := Open(context.Background(), Config{
-		Path:             filepath.Join(t.TempDir(), "db"),
-		WALRestartFrames: 1 << 30, // the checkpointer never asks by itself
-	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 100 {
-		if _, err := s.Claim(context.Background(), testEvent(fmt.Sprintf("evt_%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := openWAL(t, Config{WALRestartFrames: 1 << 30}) // the checkpointer never asks by itself
+	claimN(t, s, 100)
 	s.restartWAL() // as the writer would, between two commits
 	frames, copied, err := s.passive()
 	if err != nil || frames < 20 || copied != frames {
@@ -279,4 +212,51 @@ func TestWALRestartDefault(t *testing.T) {
 	if got, want := s.walRestartFrames, 1<<18; got != want {
 		t.Fatalf("walRestartFrames = %d, want %d (1 GiB of 4 KiB pages)", got, want)
 	}
+}
+
+// openWAL opens a store on cfg (in a new directory unless cfg.Path is
+// set), closed when the test ends.
+func openWAL(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(t.TempDir(), "db")
+	}
+	s, err := Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// claimN claims n small events, one after another.
+func claimN(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.Claim(context.Background(), testEvent(fmt.Sprintf("evt_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeConstantly starts n writers claiming 1 KiB events back to back;
+// the returned func stops them and waits for them.
+func writeConstantly(t *testing.T, s *Store, n int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	body := []byte(strings.Repeat("x", 1024))
+	var writers sync.WaitGroup
+	for w := range n {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				ev := &Event{Source: "s", ID: fmt.Sprintf("evt_%d_%d", w, i), Body: body, ReceivedAt: time.Now()}
+				if _, err := s.Claim(context.Background(), ev); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	return func() { cancel(); writers.Wait() }
 }
