@@ -372,30 +372,30 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 	if minStreamSeq < 0 {
 		cond = `? < 0`
 	}
-	args := []any{minStreamSeq}
-	var unfinished []string
+	// The (route, source) pairs as a table of values: one OR term per
+	// route would hit SQLite's expression depth limit at about 1,000.
+	var pairs []string
+	var args []any
 	for _, name := range slices.Sorted(maps.Keys(routes)) {
-		sources := routes[name]
-		if len(sources) == 0 {
-			continue
+		for _, src := range routes[name] {
+			pairs = append(pairs, "(?, ?)")
+			args = append(args, name, src)
 		}
-		unfinished = append(unfinished, `(e.source IN (?`+strings.Repeat(`, ?`, len(sources)-1)+`)
-			AND NOT EXISTS (SELECT 1 FROM deliveries d
-				WHERE d.event_seq = e.seq AND d.route = ? AND d.state IN ('succeeded', 'dead')))`)
-		for _, src := range sources {
-			args = append(args, src)
-		}
-		args = append(args, name)
 	}
-	if len(unfinished) == 0 {
+	if len(pairs) == 0 {
 		return nil
 	}
+	args = append(args, minStreamSeq)
 	rows, err := s.r.QueryContext(ctx, `
+		WITH r(route, source) AS (VALUES `+strings.Join(pairs, ", ")+`)
 		SELECT e.seq, e.source, e.event_id, e.event_type,
 			(SELECT group_concat(d.route, char(0)) FROM deliveries d
 			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead'))
 		FROM published p CROSS JOIN events e ON e.seq = p.seq
-		WHERE `+cond+` AND (`+strings.Join(unfinished, " OR ")+`) ORDER BY p.seq`, args...)
+		WHERE `+cond+` AND EXISTS (SELECT 1 FROM r WHERE r.source = e.source
+			AND NOT EXISTS (SELECT 1 FROM deliveries d
+				WHERE d.event_seq = e.seq AND d.route = r.route AND d.state IN ('succeeded', 'dead')))
+		ORDER BY p.seq`, args...)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 	}

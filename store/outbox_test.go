@@ -421,4 +421,13 @@ func TestPublishedSinceSkipsFinished(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Thousands of routes: every stripe event is unfinished on them.
+	many := map[string][]string{}
+	for i := range 3000 {
+		many[fmt.Sprintf("r%d", i)] = []string{"stripe"}
+	}
+	n := 0
+	if err := s.PublishedSince(ctx, -1, many, func(*Event, map[string]bool) error { n++; return nil }); err != nil || n != 4 {
+		t.Fatalf("3,000 routes: %d events handed over (%v), want the 4 stripe ones", n, err)
+	}
 }
