@@ -564,6 +564,65 @@ func TestStreamWipedWhileStopped(t *testing.T) {
 	}
 }
 
+// On a wiped stream only events some route still owes are published
+// again: not those every matching route finished, nor those a route's
+// event filter leaves out.
+func TestStreamWipedRepublishesOnlyOwed(t *testing.T) {
+	var up atomic.Bool
+	inv := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		if !up.Load() {
+			w.WriteHeader(503)
+			return 503
+		}
+		w.WriteHeader(200)
+		return 200
+	})
+	all := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		w.WriteHeader(200)
+		return 200
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("inv", inv.URL, `, events: ["invoice.*"], retries: 0, schedule: [2s, 2s]`)+
+		routeYAML("all", all.URL, "")))
+	g.send(t, "evt_inv", "invoice.paid")
+	g.send(t, "evt_cus", "customer.created")
+	g.waitState(t, "inv", "stripe", "evt_inv", store.StateRetrying)
+	g.waitState(t, "all", "stripe", "evt_inv", store.StateSucceeded)
+	g.waitState(t, "all", "stripe", "evt_cus", store.StateSucceeded)
+	published := func(id string) time.Time {
+		t.Helper()
+		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev.PublishedAt
+	}
+	before := map[string]time.Time{"evt_inv": published("evt_inv"), "evt_cus": published("evt_cus")}
+	cfg := g.cfg
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfg.NATS.StoreDir); err != nil {
+		t.Fatal(err)
+	}
+	up.Store(true)
+	g = restart(t, cfg)
+	g.waitState(t, "inv", "stripe", "evt_inv", store.StateSucceeded)
+	if got := published("evt_inv"); got.Equal(before["evt_inv"]) {
+		t.Error("evt_inv, owed to inv, was not published again")
+	}
+	if got := published("evt_cus"); !got.Equal(before["evt_cus"]) {
+		t.Errorf("evt_cus was published again at %v (first at %v): all finished it, inv does not take it", got, before["evt_cus"])
+	}
+	if d := g.delivery(t, "inv", "stripe", "evt_cus"); d != nil {
+		t.Errorf("inv has a delivery of a customer event: %+v", d)
+	}
+	for id, reqs := range all.succeeded() {
+		if len(reqs) != 1 {
+			t.Errorf("all: %s delivered %d times, want 1", id, len(reqs))
+		}
+	}
+}
+
 // TestIdempotencyKeyStable pins the key derivation: downstreams dedup on
 // keys already sent, so a change here would make them run effects twice.
 func TestIdempotencyKeyStable(t *testing.T) {
