@@ -547,15 +547,7 @@ func TestStreamWipedWhileStopped(t *testing.T) {
 		g.send(t, fmt.Sprintf("evt_%d", i), "a")
 		g.waitState(t, "r", "stripe", fmt.Sprintf("evt_%d", i), store.StateRetrying)
 	}
-	cfg := g.cfg
-	if err := g.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(cfg.NATS.StoreDir); err != nil {
-		t.Fatal(err)
-	}
-	up.Store(true)
-	g = restart(t, cfg)
+	g = restartWiped(t, g, &up)
 	for i := 0; i < 5; i++ {
 		g.waitState(t, "r", "stripe", fmt.Sprintf("evt_%d", i), store.StateSucceeded)
 	}
@@ -597,15 +589,7 @@ func TestStreamWipedRepublishesOnlyOwed(t *testing.T) {
 		return ev.PublishedAt
 	}
 	before := map[string]time.Time{"evt_inv": published("evt_inv"), "evt_cus": published("evt_cus")}
-	cfg := g.cfg
-	if err := g.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(cfg.NATS.StoreDir); err != nil {
-		t.Fatal(err)
-	}
-	up.Store(true)
-	g = restart(t, cfg)
+	g = restartWiped(t, g, &up)
 	g.waitState(t, "inv", "stripe", "evt_inv", store.StateSucceeded)
 	if got := published("evt_inv"); got.Equal(before["evt_inv"]) {
 		t.Error("evt_inv, owed to inv, was not published again")
@@ -621,6 +605,21 @@ func TestStreamWipedRepublishesOnlyOwed(t *testing.T) {
 			t.Errorf("all: %s delivered %d times, want 1", id, len(reqs))
 		}
 	}
+}
+
+// restartWiped stops g, wipes its JetStream store, sets up (the
+// downstream answers from now on) and starts the gateway again.
+func restartWiped(t *testing.T, g *gateway, up *atomic.Bool) *gateway {
+	t.Helper()
+	cfg := g.cfg
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfg.NATS.StoreDir); err != nil {
+		t.Fatal(err)
+	}
+	up.Store(true)
+	return restart(t, cfg)
 }
 
 // TestIdempotencyKeyStable pins the key derivation: downstreams dedup on
