@@ -335,20 +335,25 @@ const (
 // the WAL until the RESTART, so a copy not yet on disk loses nothing.
 func (s *Store) writeBack(copied int) error {
 	for range writeBackRounds {
-		if err := s.dbFile.Sync(); err != nil {
-			return fmt.Errorf("fsync database: %w", err)
+		if err := s.syncDB(); err != nil {
+			return err
 		}
 		_, now, err := s.passive()
 		if err != nil {
 			return err
 		}
 		if now-copied <= writeBackEnough {
-			if err := s.dbFile.Sync(); err != nil {
-				return fmt.Errorf("fsync database: %w", err)
-			}
-			return nil
+			return s.syncDB()
 		}
 		copied = now
+	}
+	return nil
+}
+
+// syncDB fsyncs the database file.
+func (s *Store) syncDB() error {
+	if err := s.dbFile.Sync(); err != nil {
+		return fmt.Errorf("fsync database: %w", err)
 	}
 	return nil
 }
