@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -50,8 +49,8 @@ func BenchmarkRecordRound(b *testing.B) {
 // source and ID, the others by its seq), with a cancellable context as the engine's (its rounds').
 // Delivery reads the whole row through database/sql; DeliveryStatus what
 // a round needs, asked of the writer (lookup.go: no writes compete here,
-// so this is its hand-off cost more than SQLite's); driver is that query
-// on a go-sqlite3 statement of a read connection driven by the benchmark
+// so this is its hand-off cost more than SQLite's); driver is the same
+// statements (writerLookup) on a read connection driven by the benchmark
 // itself (2 goroutines), the floor to compare with.
 func BenchmarkDeliveryLookup(b *testing.B) {
 	var commits, writes atomic.Int64
@@ -120,26 +119,15 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 			}
 			defer conn.Close()
 			err = conn.Raw(func(dc any) error {
-				st, err := dc.(*sqlite3.SQLiteConn).Prepare(statusQuery)
-				if err != nil {
+				var wl writerLookup
+				if err := wl.prepare(dc.(*sqlite3.SQLiteConn)); err != nil {
 					return err
 				}
-				defer st.Close()
-				args := []driver.NamedValue{{Ordinal: 1, Value: "stripe"}, {Ordinal: 2}, {Ordinal: 3, Value: "billing"}, {Ordinal: 4}}
-				dest := make([]driver.Value, 6)
+				defer wl.close()
 				for pb.Next() {
 					i := r.IntN(rows)
-					args[1].Value, args[3].Value = ids[i], int64(i+1)
-					rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
-					if err != nil {
-						return err
-					}
-					if err := rows.Next(dest); err != nil {
-						rows.Close()
-						return err
-					}
-					if err := rows.Close(); err != nil {
-						return err
+					if _, found, _, err := wl.status("billing", int64(i+1), "stripe", ids[i]); err != nil || !found {
+						return fmt.Errorf("status of seq %d: found %v, %v", i+1, found, err)
 					}
 				}
 				return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/mattn/go-sqlite3"
 )
 
 // Rounds add up: attempts are numbered on across rounds, a succeeded
@@ -183,7 +184,8 @@ func TestDeliveryQueryPlans(t *testing.T) {
 		name, q string
 		want    string // in the plan
 	}{
-		{"engine lookup", statusQuery, "SEARCH e USING INTEGER PRIMARY KEY (rowid=?); SEARCH d USING INDEX " + unique + " (event_seq=? AND route=?)"},
+		{"engine lookup: event", eventQuery, "SEARCH events USING INTEGER PRIMARY KEY (rowid=?)"},
+		{"engine lookup: delivery", deliveryQuery, "SEARCH deliveries USING INDEX " + unique + " (event_seq=? AND route=?)"},
 		{"Delivery", `SELECT * FROM deliveries WHERE event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?)
 			AND route = ?`, unique + " (event_seq=? AND route=?)"},
 		{"DeliveryByID", `SELECT * FROM deliveries WHERE id = ?`, "INTEGER PRIMARY KEY (rowid=?)"},
@@ -535,5 +537,66 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	}
 	if _, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup after the failed batch: %v, want ErrNotFound", err)
+	}
+}
+
+// The engine's lookup before every round is compiled once. SQLite compiles
+// a statement again at its next step when a parameter its plan looked at
+// is bound anew, and go-sqlite3 clears every binding before each run; a
+// join with parameters was so compiled again on every lookup (the
+// authorizer sees each compilation).
+func TestDeliveryStatusCompiledOnce(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	for i := range 3 {
+		ev := testEvent(fmt.Sprintf("evt_%d", i))
+		if _, err := s.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		d := &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: ev.ID, IdempotencyKey: "k",
+			State: StateSucceeded, Rounds: 1, LastStatus: 204}
+		if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 204}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var compiled atomic.Int64 // reads of a table authorized: one per column per compilation
+	setAuthorizer := func(f func(int, string, string, string) int) {
+		conn, err := s.w.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := conn.Raw(func(dc any) error {
+			dc.(*sqlite3.SQLiteConn).RegisterAuthorizer(f)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAuthorizer(func(op int, table, _, _ string) int {
+		if op == sqlite3.SQLITE_READ && (table == "events" || table == "deliveries") {
+			compiled.Add(1)
+		}
+		return sqlite3.SQLITE_OK
+	})
+	defer setAuthorizer(nil)
+
+	lookup := func(route string, seq int64, id string) {
+		t.Helper()
+		if _, err := s.DeliveryStatus(ctx, route, seq, "stripe", id); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	lookup("billing", 1, "evt_0") // a new authorizer expires every statement: compiled again once
+	if compiled.Load() == 0 {
+		t.Fatal("the authorizer saw no compilation of the lookup; the test cannot see one")
+	}
+	compiled.Store(0)
+	for i := range 20 {
+		seq := int64(i%3 + 1)
+		lookup([]string{"billing", "audit"}[i%2], seq, fmt.Sprintf("evt_%d", seq-1))
+	}
+	if got := compiled.Load(); got != 0 {
+		t.Errorf("20 lookups compiled their statements again (%d column reads authorized), want none", got)
 	}
 }
