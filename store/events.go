@@ -22,21 +22,23 @@ type Event struct {
 }
 
 type stmts struct {
-	claim, unqueue, markPublished  *sql.Stmt
-	savepoint, release, rollbackTo *sql.Stmt
+	claim, enqueue, unqueue, markPublished *sql.Stmt
+	savepoint, release, rollbackTo         *sql.Stmt
 }
 
 func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	var err error
 	// Run with Exec: no row inserted is a duplicate, else the new row's
-	// rowid is its seq (the trigger's outbox insert does not change
-	// last_insert_rowid once it ends). RETURNING would cost a temporary
-	// table per call: about 2 µs of a 3 µs insert.
+	// rowid is its seq. RETURNING would cost a temporary table per call:
+	// about 2 µs of a 3 µs insert.
 	p.claim, err = db.PrepareContext(ctx, `
 		INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source, event_id) DO NOTHING`)
 	if err != nil {
+		return err
+	}
+	if p.enqueue, err = db.PrepareContext(ctx, `INSERT INTO outbox (seq) VALUES (?)`); err != nil {
 		return err
 	}
 	if p.unqueue, err = db.PrepareContext(ctx, `DELETE FROM outbox WHERE seq = ?`); err != nil {
@@ -62,7 +64,7 @@ func (p *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (p *stmts) close() {
-	for _, s := range []*sql.Stmt{p.claim, p.unqueue, p.markPublished, p.savepoint, p.release, p.rollbackTo} {
+	for _, s := range []*sql.Stmt{p.claim, p.enqueue, p.unqueue, p.markPublished, p.savepoint, p.release, p.rollbackTo} {
 		if s != nil {
 			s.Close()
 		}
@@ -71,8 +73,8 @@ func (p *stmts) close() {
 
 // Claim stores ev unless an event with the same (Source, ID) is already
 // stored. It returns once the outcome is durably committed: dup is false and
-// ev.Seq set when ev was stored now (and in the outbox: a trigger puts it
-// there in the same statement), dup is true when it was already there.
+// ev.Seq set when ev was stored now (and put in the outbox in the same
+// transaction), dup is true when it was already there.
 // Two concurrent claims of one event can never both return dup == false.
 func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	if ev.Headers == nil {
@@ -92,14 +94,22 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 }
 
 // insertEvent runs the claim statement for ev: dup if its (source, id) is
-// taken, else ev.Seq is set to its new row's.
-func insertEvent(claim *sql.Stmt, ev *Event) (dup bool, err error) {
+// taken, else ev.Seq is set to its new row's and enqueue puts it in the
+// outbox. The caller's transaction must not commit the one without the
+// other: on an error it rolls back (the writer, the whole batch) or back to
+// its savepoint. (A trigger did the outbox insert until migration 0008; see
+// there why it no longer does.)
+func insertEvent(claim, enqueue *sql.Stmt, ev *Event) (dup bool, err error) {
 	seq, ok, err := inserted(claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
 		ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()))
-	if ok {
-		ev.Seq = seq
+	if !ok || err != nil {
+		return !ok, err
 	}
-	return !ok, err
+	if _, err := enqueue.Exec(seq); err != nil {
+		return false, fmt.Errorf("outbox: %w", err)
+	}
+	ev.Seq = seq
+	return false, nil
 }
 
 // Unpublished returns up to limit events still in the outbox with Seq >
@@ -214,8 +224,8 @@ func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (seq
 	if !errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("%w: adopt event: %w", ErrUnavailable, err)
 	}
-	// It adds nothing to the outbox (the trigger's row goes in the same
-	// savepoint), so the relay's in-memory tail stays in use.
+	// It adds nothing to the outbox, so the relay's in-memory tail stays in
+	// use.
 	err = s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
 		stored = false
 		err := tx.QueryRow(bySourceID, ev.Source, ev.ID).Scan(&seq) // claimed meanwhile
@@ -235,9 +245,6 @@ func (s *Store) AdoptEvent(ctx context.Context, ev *Event, streamSeq int64) (seq
 		if err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`, ev.Source, ev.ID, ev.Type, ev.ContentType, headers,
 			ev.Body, received).Scan(&seq); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(`DELETE FROM outbox WHERE seq = ?`, seq); err != nil { // the trigger put it there
 			return err
 		}
 		_, err = tx.Exec(`INSERT INTO published (seq, stream_seq, published_at) VALUES (?, ?, ?)`, seq, streamSeq, now)

@@ -96,6 +96,46 @@ func TestClaimEntersOutbox(t *testing.T) {
 	checkPublishState(t, s)
 }
 
+// A claim's event and its outbox row commit together: when the outbox
+// insert fails, the event is not stored either, and the claim fails as
+// unavailable (the sender retries).
+func TestClaimOutboxAtomic(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	first := testEvent("evt_0")
+	if _, err := s.Claim(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// The next claim's seq is taken in the outbox, so its outbox insert
+	// fails after its event insert succeeded.
+	if err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, first.Seq+1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, testEvent("evt_1")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("claim with its outbox row taken: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.GetEvent(ctx, "stripe", "evt_1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("event of the failed claim: %v, want ErrNotFound (rolled back)", err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM events`); n != 1 {
+		t.Errorf("%d events stored, want 1", n)
+	}
+}
+
+// Nothing but the writer's own statements writes on a claim: a trigger on
+// events would make the claim a statement that writes two tables, for
+// which SQLite copies every page it changes into a statement journal
+// (migration 0008).
+func TestNoTriggerOnEvents(t *testing.T) {
+	s := openTest(t, "")
+	if n := count(t, s, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'events'`); n != 0 {
+		t.Errorf("%d triggers on events, want none", n)
+	}
+}
+
 // MarkPublished moves events from the outbox to published, once; Requeue
 // moves them back, and publishing them again records the new sequence.
 func TestMarkPublishedRequeue(t *testing.T) {

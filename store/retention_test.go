@@ -31,6 +31,9 @@ func seed(t *testing.T, s *Store, evs []seedEvent) {
 				e.received.UnixMilli()).Scan(&seq); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, seq); err != nil { // as a claim does
+				return err
+			}
 			if e.published {
 				if err := publishInTx(tx, seq, e.received); err != nil {
 					return err

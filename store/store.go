@@ -111,7 +111,7 @@ type Store struct {
 // own but its closure.
 type op struct {
 	fn    func(*sql.Tx) error
-	claim *Event // set instead of fn: a Claim, one statement, run without a savepoint
+	claim *Event // set instead of fn: a Claim, run without a savepoint
 	dup   bool   // Claim's outcome
 	// Set instead of fn: a delivery round (RecordRound), run without a
 	// savepoint: its upsert and its attempts at unix ms now.
@@ -557,19 +557,19 @@ func (s *Store) drain(batch *[]*op) {
 // commit runs a batch in one transaction. A failure of the transaction as a
 // whole is returned (and given to every op); an op's own error stays in o.err.
 //
-// A Claim is one statement, atomic by itself, so it runs without a
-// savepoint (which would copy every page it touches into the statement
-// journal); its failure fails the whole batch, since SQLite may have rolled
-// back the whole transaction (it does on a full disk or an I/O error). A
-// delivery round runs without one too: its statements fail only when the
-// store is broken, and then the batch fails the same way.
+// A Claim runs without a savepoint (which would copy every page it touches
+// into the statement journal): its two single-table inserts (the event,
+// then its outbox row) fail only when the store is broken, and then the
+// whole batch fails, since SQLite may have rolled back the whole
+// transaction (it does on a full disk or an I/O error). A delivery round
+// runs without one too, for the same reasons.
 func (s *Store) commit(batch []*op) error {
 	tx, err := s.w.Begin()
 	if err != nil {
 		return s.unavailable("begin", err)
 	}
 	// Statements bound to tx, made once per batch.
-	var claim, savepoint, release, rollbackTo *sql.Stmt
+	var claim, enqueue, savepoint, release, rollbackTo *sql.Stmt
 	var rs roundStmts
 	for _, o := range batch {
 		if o.round != nil {
@@ -584,9 +584,9 @@ func (s *Store) commit(batch []*op) error {
 		}
 		if ev := o.claim; ev != nil {
 			if claim == nil {
-				claim = tx.Stmt(s.stmts.claim)
+				claim, enqueue = tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue)
 			}
-			if o.dup, err = insertEvent(claim, ev); err != nil {
+			if o.dup, err = insertEvent(claim, enqueue, ev); err != nil {
 				tx.Rollback()
 				return s.unavailable("claim", err)
 			}

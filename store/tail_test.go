@@ -80,7 +80,7 @@ func TestUnpublishedFromTail(t *testing.T) {
 	other := testEvent("task_1")
 	other.Headers = []byte("{}")
 	if err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := insertEvent(tx.Stmt(s.stmts.claim), other)
+		_, err := insertEvent(tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue), other)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 		ev.Headers = []byte("{}")
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		dup, err := insertEvent(tx.Stmt(s.stmts.claim), ev)
+		dup, err := insertEvent(tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue), ev)
 		if err == nil && dup {
 			err = errors.New("an event with this id exists")
 		}
