@@ -125,6 +125,55 @@ func TestClaimOutboxAtomic(t *testing.T) {
 	}
 }
 
+// A task's event, its outbox row, its task row and its key's answer commit
+// together: a failed outbox insert leaves none of them, and the key stays
+// claimed for the request's retry.
+func TestCreateTaskOutboxAtomic(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	if out, _, err := s.ClaimKey(ctx, "scope", "k1", "fp", time.Hour, time.Minute); err != nil || out != KeyClaimed {
+		t.Fatalf("ClaimKey = %v, %v; want KeyClaimed", out, err)
+	}
+	first := testEvent("evt_0")
+	if _, err := s.Claim(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	taken := func(q string) {
+		t.Helper()
+		if err := s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.Exec(q, first.Seq+1)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken(`INSERT INTO outbox (seq) VALUES (?)`) // the task event's seq-to-be
+	task := func() *Event {
+		return &Event{ID: "task_1", Type: "task", Body: []byte(`{}`), ReceivedAt: time.Now()}
+	}
+	if err := s.CreateTask(ctx, task(), "scope", "k1", 202, []byte(`{}`)); err == nil {
+		t.Fatal("CreateTask with its outbox row taken succeeded, want an error")
+	}
+	for what, q := range map[string]string{
+		"task events":   `SELECT count(*) FROM events WHERE source = '` + TaskSource + `'`,
+		"task rows":     `SELECT count(*) FROM tasks`,
+		"keys answered": `SELECT count(*) FROM idempotency_keys WHERE state != 'processing'`,
+	} {
+		if n := count(t, s, q); n != 0 {
+			t.Errorf("%d %s after the failed CreateTask, want 0", n, what)
+		}
+	}
+	taken(`DELETE FROM outbox WHERE seq = ?`)
+	ev := task()
+	if err := s.CreateTask(ctx, ev, "scope", "k1", 202, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := outboxSeqs(t, s); !slices.Equal(got, []int64{first.Seq, ev.Seq}) {
+		t.Errorf("outbox = %v, want %v", got, []int64{first.Seq, ev.Seq})
+	}
+	checkPublishState(t, s)
+}
+
 // Nothing but the writer's own statements writes on a claim: a trigger on
 // events would make the claim a statement that writes two tables, for
 // which SQLite copies every page it changes into a statement journal

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -559,10 +560,10 @@ func (s *Store) drain(batch *[]*op) {
 //
 // A Claim runs without a savepoint (which would copy every page it touches
 // into the statement journal): its two single-table inserts (the event,
-// then its outbox row) fail only when the store is broken, and then the
-// whole batch fails, since SQLite may have rolled back the whole
-// transaction (it does on a full disk or an I/O error). A delivery round
-// runs without one too, for the same reasons.
+// then its outbox row) fail only when the store is broken or inconsistent,
+// and then the whole batch fails, since SQLite may have rolled back the
+// whole transaction (it does on a full disk or an I/O error). A delivery
+// round runs without one too, for the same reasons.
 func (s *Store) commit(batch []*op) error {
 	tx, err := s.w.Begin()
 	if err != nil {
@@ -645,11 +646,20 @@ func migrateTo(ctx context.Context, db *sql.DB, upTo int) error {
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return err
 	}
-	for _, name := range names {
-		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
+	nums := make([]int, len(names))
+	for i, name := range names {
+		if nums[i], err = strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err != nil {
 			return fmt.Errorf("migration %s: bad name", name)
 		}
+	}
+	// An older build would misread a newer schema (since 0008 the writer,
+	// not a trigger, fills the outbox: an older build's claims would never
+	// be published), so it refuses to start on one.
+	if latest := slices.Max(nums); version > latest {
+		return fmt.Errorf("the database's schema version is %d, newer than this build's %d: run the hookgate version that wrote it, or a later one", version, latest)
+	}
+	for i, name := range names {
+		n := nums[i]
 		if n <= version || n > upTo {
 			continue
 		}

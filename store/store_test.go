@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,6 +164,36 @@ func TestOutboxAndReopen(t *testing.T) {
 	}
 	if _, err := s2.GetEvent(ctx, "stripe", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetEvent missing: %v, want ErrNotFound", err)
+	}
+}
+
+// A database written by a newer build (a schema version beyond this
+// build's migrations) is refused, not half understood.
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.sqlite")
+	s := openTest(t, path)
+	var version int
+	if err := s.r.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, version+1)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s2, err := Open(context.Background(), Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		s2.Close()
+		t.Fatal("Open of a newer schema succeeded, want an error")
+	}
+	if want := fmt.Sprintf("schema version is %d, newer than this build's %d", version+1, version); !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open: %v, want it to say %q", err, want)
 	}
 }
 
