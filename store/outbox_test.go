@@ -108,12 +108,7 @@ func TestClaimOutboxAtomic(t *testing.T) {
 	}
 	// The next claim's seq is taken in the outbox, so its outbox insert
 	// fails after its event insert succeeded.
-	if err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, first.Seq+1)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	execWrite(t, s, `INSERT INTO outbox (seq) VALUES (?)`, first.Seq+1)
 	if _, err := s.Claim(ctx, testEvent("evt_1")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("claim with its outbox row taken: %v, want ErrUnavailable", err)
 	}
@@ -138,16 +133,7 @@ func TestCreateTaskOutboxAtomic(t *testing.T) {
 	if _, err := s.Claim(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	taken := func(q string) {
-		t.Helper()
-		if err := s.write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.Exec(q, first.Seq+1)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	taken(`INSERT INTO outbox (seq) VALUES (?)`) // the task event's seq-to-be
+	execWrite(t, s, `INSERT INTO outbox (seq) VALUES (?)`, first.Seq+1) // the task event's seq-to-be
 	task := func() *Event {
 		return &Event{ID: "task_1", Type: "task", Body: []byte(`{}`), ReceivedAt: time.Now()}
 	}
@@ -163,7 +149,7 @@ func TestCreateTaskOutboxAtomic(t *testing.T) {
 			t.Errorf("%d %s after the failed CreateTask, want 0", n, what)
 		}
 	}
-	taken(`DELETE FROM outbox WHERE seq = ?`)
+	execWrite(t, s, `DELETE FROM outbox WHERE seq = ?`, first.Seq+1)
 	ev := task()
 	if err := s.CreateTask(ctx, ev, "scope", "k1", 202, []byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -172,6 +158,17 @@ func TestCreateTaskOutboxAtomic(t *testing.T) {
 		t.Errorf("outbox = %v, want %v", got, []int64{first.Seq, ev.Seq})
 	}
 	checkPublishState(t, s)
+}
+
+// execWrite runs one statement as a write of its own.
+func execWrite(t *testing.T, s *Store, q string, args ...any) {
+	t.Helper()
+	if err := s.write(context.Background(), func(tx *sql.Tx) error {
+		_, err := tx.Exec(q, args...)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Nothing but the writer's own statements writes on a claim: a trigger on
