@@ -224,8 +224,8 @@ func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d
 // stands, or ErrNotFound, or ErrOtherEvent if seq is not the event of
 // source and eventID in this store (see AdoptEvent): the engine's lookup,
 // two prepared statements on the writer's connection (lookup.go) that read
-// only the columns a round needs (Delivery reads the whole row). It sees every write committed before it
-// was called.
+// only the columns a round needs (Delivery reads the whole row). It sees
+// every write committed before it was called.
 func (s *Store) DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
