@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/httperror"
@@ -25,24 +26,36 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// MaxEventIDLen is the longest accepted event ID.
+// MaxEventIDLen is the longest accepted event ID, in bytes.
 const MaxEventIDLen = 255
 
-// headerSafe reports whether id travels unchanged in a header: in the
-// stream's messages (NATS trims header values and turns line breaks into
-// spaces; deliveries are checked against the stored ID) and in the
-// X-Hookgate-Event-Id of each delivery (net/http refuses control
-// characters).
-func headerSafe(id string) bool {
-	if id[0] == ' ' || id[len(id)-1] == ' ' {
-		return false
+// MaxEventTypeLen is the longest accepted event type, in bytes. It keeps
+// the type's subject (jetstream.Subject) far below NATS's 4 KiB control
+// line.
+const MaxEventTypeLen = 255
+
+// textProblem says why s, an event ID or type, cannot travel unchanged, or
+// returns "". Both travel as header values: in the stream's messages (NATS
+// trims header values and turns line breaks into spaces; deliveries are
+// checked against the stored ID) and in each delivery's X-Hookgate-Event-Id
+// and -Type (net/http refuses control characters). Each must also be one
+// exact text: invalid UTF-8 would be shown and compared as U+FFFD.
+func textProblem(s string) string {
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x20 || c == 0x7f {
-			return false
+	if s != "" && (s[0] == ' ' || s[len(s)-1] == ' ') {
+		return "has a leading or trailing space"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		// C0, DEL, and C1 (U+0080-U+009F: 0xC2 then 0x80-0x9F, s being
+		// valid UTF-8).
+		if c < 0x20 || c == 0x7f || c == 0xc2 && s[i+1] < 0xa0 {
+			return "has a control character"
 		}
 	}
-	return true
+	return ""
 }
 
 // Claimer stores an event unless it is already stored; see store.Store.Claim.
@@ -198,19 +211,20 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 
 	var id, typ string
+	var inexact [2]bool // the ID, the type held invalid UTF-8 or a lone surrogate
 	if src.needJSON {
 		var out [2]string
-		if err := lookupJSON(body, src.paths, out[:]); err != nil {
+		if err := lookupJSON(body, src.paths, out[:], inexact[:]); err != nil {
 			h.refuse(c, src.name, OutcomeInvalid, start, "malformed json")
 			return httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
 		}
 		id, typ = out[0], out[1]
 	}
 	if src.idHeader != "" {
-		id = c.Get(src.idHeader)
+		id, inexact[0] = c.Get(src.idHeader), false
 	}
 	if src.typeHeader != "" {
-		typ = c.Get(src.typeHeader)
+		typ, inexact[1] = c.Get(src.typeHeader), false
 	}
 	if id == "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "missing event id")
@@ -221,10 +235,30 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		return httperror.New(http.StatusBadRequest, "invalid_event_id",
 			fmt.Sprintf("event ID is longer than %d bytes", MaxEventIDLen))
 	}
-	if !headerSafe(id) {
-		h.refuse(c, src.name, OutcomeInvalid, start, "event id not header-safe")
-		return httperror.New(http.StatusBadRequest, "invalid_event_id",
-			"event ID has a control character or a leading or trailing space")
+	if p := textProblem(id); p != "" || inexact[0] {
+		if p == "" {
+			p = "is not valid UTF-8"
+		}
+		h.refuse(c, src.name, OutcomeInvalid, start, "invalid event id", "problem", p)
+		return httperror.New(http.StatusBadRequest, "invalid_event_id", "event ID "+p)
+	}
+	if len(typ) > MaxEventTypeLen {
+		h.refuse(c, src.name, OutcomeInvalid, start, "event type too long", "bytes", len(typ))
+		return httperror.New(http.StatusBadRequest, "invalid_event_type",
+			fmt.Sprintf("event type is longer than %d bytes", MaxEventTypeLen))
+	}
+	if p := textProblem(typ); p != "" || inexact[1] {
+		if p == "" {
+			p = "is not valid UTF-8"
+		}
+		h.refuse(c, src.name, OutcomeInvalid, start, "invalid event type", "problem", p)
+		return httperror.New(http.StatusBadRequest, "invalid_event_type", "event type "+p)
+	}
+	contentType := c.Get(fiber.HeaderContentType)
+	if !httpguts.ValidHeaderFieldValue(contentType) {
+		h.refuse(c, src.name, OutcomeInvalid, start, "invalid content type")
+		return httperror.New(http.StatusBadRequest, "invalid_content_type",
+			"Content-Type has a control character")
 	}
 
 	// Fiber reuses its buffers once the handler returns, but nothing here
@@ -237,7 +271,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		Source:      src.name,
 		ID:          id,
 		Type:        typ,
-		ContentType: c.Get(fiber.HeaderContentType),
+		ContentType: contentType,
 		Headers:     sc.headers,
 		Body:        body,
 		ReceivedAt:  time.Now(),

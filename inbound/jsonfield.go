@@ -35,11 +35,18 @@ const jsonPathsOnStack = 16
 // strings are valid JSON for encoding/json.Valid). Path segments are compared
 // with keys decoded that way, so a key containing a dot is never matched.
 // Arrays are not indexed: a path never descends into one. On error every
-// out[i] is "". lookupJSON panics if len(out) != len(paths).
-func lookupJSON(body []byte, paths []string, out []string) error {
-	if len(out) != len(paths) {
-		panic("inbound: lookupJSON: len(out) != len(paths)")
+// out[i] is "".
+//
+// If inexact is not nil, inexact[i] tells whether out[i] is a string that
+// held invalid UTF-8 or an unpaired surrogate escape: its U+FFFDs stand for
+// text that was not there, so two different strings can give the same
+// out[i]. lookupJSON panics if len(out) or a non-nil inexact's length is not
+// len(paths).
+func lookupJSON(body []byte, paths []string, out []string, inexact []bool) error {
+	if len(out) != len(paths) || inexact != nil && len(inexact) != len(paths) {
+		panic("inbound: lookupJSON: len(out) or len(inexact) != len(paths)")
 	}
+	clear(inexact)
 	var stBuf [jsonPathsOnStack]jsonPathState
 	var st []jsonPathState
 	if len(paths) <= len(stBuf) {
@@ -60,7 +67,7 @@ func lookupJSON(body []byte, paths []string, out []string) error {
 
 	i := jsonSkipWS(body, 0)
 	if active > 0 && i < len(body) && body[i] == '{' {
-		s := jsonScanner{paths: paths, out: out, st: st}
+		s := jsonScanner{paths: paths, out: out, inexact: inexact, st: st}
 		i = s.object(body, i, 1, 0)
 	} else {
 		i = jsonSkipValue(body, i, 0)
@@ -70,6 +77,7 @@ func lookupJSON(body []byte, paths []string, out []string) error {
 	}
 	if i != len(body) {
 		clear(out)
+		clear(inexact)
 		return errMalformedJSON
 	}
 	return nil
@@ -82,9 +90,10 @@ func lookupJSON(body []byte, paths []string, out []string) error {
 // jsonScanner holds the paths being looked up while the objects on their
 // route are scanned; everything else is only validated, by jsonSkipValue.
 type jsonScanner struct {
-	paths []string
-	out   []string
-	st    []jsonPathState
+	paths   []string
+	out     []string
+	inexact []bool // nil if not wanted
+	st      []jsonPathState
 }
 
 // jsonPathState is the progress of one path along the route of objects the
@@ -123,7 +132,7 @@ func (s *jsonScanner) object(d []byte, i, depth, level int) int {
 		}
 		key := d[i+1 : end-1]
 		if flags != 0 && (flags&jsonStrEscaped != 0 || !utf8.Valid(key)) {
-			key = jsonAppendUnquoted(keyBuf[:0], key)
+			key, _ = jsonAppendUnquoted(keyBuf[:0], key)
 		}
 		i = jsonSkipWS(d, end)
 		if i >= len(d) || d[i] != ':' {
@@ -149,6 +158,9 @@ func (s *jsonScanner) object(d []byte, i, depth, level int) int {
 				ps.end = jsonSegmentEnd(p, ps.seg)
 			}
 			s.out[k] = "" // a later duplicate key replaces an earlier value
+			if s.inexact != nil {
+				s.inexact[k] = false
+			}
 			matched = true
 		}
 		if matched {
@@ -184,9 +196,10 @@ func (s *jsonScanner) matchedValue(d []byte, i, depth, level, keyLen int) int {
 		return -1
 	}
 	var (
-		end = -1
-		v   string
-		set bool
+		end   = -1
+		v     string
+		set   bool
+		exact = true
 	)
 	switch d[i] {
 	case '{':
@@ -195,7 +208,8 @@ func (s *jsonScanner) matchedValue(d []byte, i, depth, level, keyLen int) int {
 		var flags int
 		end, flags = jsonScanString(d, i)
 		if end >= 0 {
-			v, set = jsonUnquote(d[i+1:end-1], flags), true
+			v, exact = jsonUnquote(d[i+1:end-1], flags)
+			set = true
 		}
 	case 't':
 		end = jsonScanLiteral(d, i, "true")
@@ -219,6 +233,9 @@ func (s *jsonScanner) matchedValue(d []byte, i, depth, level, keyLen int) int {
 			ps.pending = 0
 			if set && end >= 0 {
 				s.out[k] = v
+				if s.inexact != nil {
+					s.inexact[k] = !exact
+				}
 			}
 		} else if ps.level == level+1 {
 			ps.level = level
@@ -494,19 +511,23 @@ func jsonHex4(b []byte) rune {
 }
 
 // jsonUnquote returns the contents of a validated string as a Go string; flags
-// are those from jsonScanString.
-func jsonUnquote(raw []byte, flags int) string {
+// are those from jsonScanString. exact is false if it held invalid UTF-8 or
+// an unpaired surrogate escape (see jsonAppendUnquoted).
+func jsonUnquote(raw []byte, flags int) (s string, exact bool) {
 	if flags == 0 || flags == jsonStrNonASCII && utf8.Valid(raw) {
-		return string(raw)
+		return string(raw), true
 	}
 	var buf [128]byte
-	return string(jsonAppendUnquoted(buf[:0], raw))
+	b, exact := jsonAppendUnquoted(buf[:0], raw)
+	return string(b), exact
 }
 
 // jsonAppendUnquoted appends to b the contents of the validated string raw
 // (without its quotes) with escapes decoded, the way encoding/json does it:
-// invalid UTF-8 bytes and unpaired surrogate escapes become U+FFFD.
-func jsonAppendUnquoted(b, raw []byte) []byte {
+// invalid UTF-8 bytes and unpaired surrogate escapes become U+FFFD, and
+// exact is false if there was any.
+func jsonAppendUnquoted(b, raw []byte) (_ []byte, exact bool) {
+	exact = true
 	for r := 0; r < len(raw); {
 		c := raw[r]
 		switch {
@@ -535,7 +556,7 @@ func jsonAppendUnquoted(b, raw []byte) []byte {
 							continue
 						}
 					}
-					rr = utf8.RuneError
+					rr, exact = utf8.RuneError, false
 				}
 				b = utf8.AppendRune(b, rr)
 				continue
@@ -550,11 +571,12 @@ func jsonAppendUnquoted(b, raw []byte) []byte {
 			rr, size := utf8.DecodeRune(raw[r:])
 			if rr == utf8.RuneError && size == 1 {
 				b = utf8.AppendRune(b, utf8.RuneError)
+				exact = false
 			} else {
 				b = append(b, raw[r:r+size]...)
 			}
 			r += size
 		}
 	}
-	return b
+	return b, exact
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // jsonTestStripeEvent is a realistic ~1 KiB Stripe webhook event, pretty-printed
@@ -97,6 +98,9 @@ func TestLookupJSON(t *testing.T) {
 		{"high surrogate then escape", `{"s":"\ud800\u0041"}`, []string{"s"}, []string{"\uFFFDA"}},
 		{"reversed surrogates", `{"s":"\ude00\ud83d"}`, []string{"s"}, []string{"\uFFFD\uFFFD"}},
 		{"invalid utf-8", "{\"s\":\"a\xffb\xed\xa0\x80\"}", []string{"s"}, []string{"a\uFFFDb\uFFFD\uFFFD\uFFFD"}},
+		{"distinct invalid bytes", "{\"a\":\"col_\xff\",\"b\":\"col_\xfe\",\"c\":\"col_\xc3\"}", []string{"a", "b", "c"}, []string{"col_\uFFFD", "col_\uFFFD", "col_\uFFFD"}},
+		{"replacement character itself", `{"a":"\ufffd","b":"�","c":"\ud83d\ude00"}`, []string{"a", "b", "c"}, []string{"\uFFFD", "\uFFFD", "😀"}},
+		{"inexact then replaced", "{\"a\":\"\xff\",\"a\":\"ok\",\"b\":\"ok\",\"b\":\"\\udfff\"}", []string{"a", "b"}, []string{"ok", "\uFFFD"}},
 		{"escaped key", `{"d\u0061ta":{"\u0069d":"x"}}`, []string{"data.id"}, []string{"x"}},
 		{"escaped dot in key", `{"a\u002eb":1}`, []string{"a.b"}, []string{""}},
 		{"invalid utf-8 key", "{\"k\xff\":1}", []string{"k\uFFFD", "k\xff"}, []string{"1", ""}},
@@ -189,7 +193,8 @@ func TestLookupJSON(t *testing.T) {
 			for i := range out {
 				out[i] = "stale"
 			}
-			err := lookupJSON([]byte(tt.body), tt.paths, out)
+			inexact := make([]bool, len(tt.paths))
+			err := lookupJSON([]byte(tt.body), tt.paths, out, inexact)
 			if valid := json.Valid([]byte(tt.body)); valid != (tt.want != nil) {
 				t.Fatalf("test case disagrees with json.Valid (%v)", valid)
 			}
@@ -216,6 +221,9 @@ func TestLookupJSON(t *testing.T) {
 					if want := jsonReferenceLookup(t, []byte(tt.body), p); want != tt.want[i] {
 						t.Errorf("path %q: table says %q, encoding/json says %q", p, tt.want[i], want)
 					}
+					if want := jsonReferenceInexact([]byte(tt.body), p); inexact[i] != want {
+						t.Errorf("path %q: inexact = %v, want %v", p, inexact[i], want)
+					}
 				}
 			}
 		})
@@ -228,7 +236,7 @@ func TestLookupJSONLengthMismatch(t *testing.T) {
 			t.Error("no panic for len(out) != len(paths)")
 		}
 	}()
-	lookupJSON([]byte(`{}`), []string{"a"}, nil)
+	lookupJSON([]byte(`{}`), []string{"a"}, nil, nil)
 }
 
 func TestLookupJSONManyPaths(t *testing.T) {
@@ -247,7 +255,7 @@ func TestLookupJSONManyPaths(t *testing.T) {
 	}
 	body.WriteString(`}}`)
 	out := make([]string, len(paths))
-	if err := lookupJSON([]byte(body.String()), paths, out); err != nil {
+	if err := lookupJSON([]byte(body.String()), paths, out, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(out, want) {
@@ -260,7 +268,7 @@ func TestLookupJSONAllocs(t *testing.T) {
 	paths := []string{"id", "type"}
 	out := make([]string, len(paths))
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := lookupJSON(body, paths, out); err != nil {
+		if err := lookupJSON(body, paths, out, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -271,7 +279,7 @@ func TestLookupJSONAllocs(t *testing.T) {
 	paths = []string{"missing", "data.object.nope", "livemode", "data.previous_attributes"}
 	out = make([]string, len(paths))
 	allocs = testing.AllocsPerRun(100, func() {
-		if err := lookupJSON(body, paths, out); err != nil {
+		if err := lookupJSON(body, paths, out, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -327,6 +335,66 @@ func jsonWalkReference(v any, path string) string {
 	return ""
 }
 
+// jsonReferenceInexact tells whether the value at path is a string that
+// holds invalid UTF-8 or an unpaired surrogate escape, found with
+// encoding/json's raw values and a check of the string's text written here
+// on its own.
+func jsonReferenceInexact(body []byte, path string) bool {
+	if path == "" {
+		return false
+	}
+	raw := json.RawMessage(body)
+	for seg := range strings.SplitSeq(path, ".") {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return false
+		}
+		var ok bool
+		if raw, ok = m[seg]; !ok {
+			return false
+		}
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' {
+		return false
+	}
+	s := raw[1 : len(raw)-1]
+	if !utf8.Valid(s) {
+		return true
+	}
+	hex4 := func(b []byte) int {
+		n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+		if err != nil {
+			panic(err) // valid JSON
+		}
+		return int(n)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++
+		if s[i] != 'u' {
+			continue
+		}
+		r := hex4(s[i+1:])
+		i += 4
+		switch {
+		case 0xDC00 <= r && r <= 0xDFFF:
+			return true
+		case 0xD800 <= r && r <= 0xDBFF:
+			if i+7 > len(s) || s[i+1] != '\\' || s[i+2] != 'u' {
+				return true
+			}
+			if lo := hex4(s[i+3:]); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
 // jsonCollectPaths appends to paths the dot-joined key paths of v's objects, in
 // sorted order, up to limit paths in all.
 func jsonCollectPaths(paths []string, prefix string, v any, limit int) []string {
@@ -371,6 +439,8 @@ func FuzzLookupJSON(f *testing.F) {
 		{`{"a":1,"a":{"b":2},"a":{"c":null}}`, "a,a.b,a.c"},
 		{`{"s":"\ud83d\ude00\ud800\u0041\udc00","k\u0065y":"\"\\\/\b\f\n\r\t"}`, "s,key"},
 		{"{\"s\":\"\xff\xed\xa0\x80\xf0\x9f\x98\",\"\xc3\":1}", "s,\xc3"},
+		{"{\"id\":\"col_\xff\",\"type\":\"a\\ud800\",\"x\":\"\\udfff\\ud83d\\ude00\\ufffd\"}", "id,type,x"},
+		{`{"id":100,"n":"100","e":1e2}`, "id,n,e"},
 		{`[{"id":1},[],{}]`, "id"},
 		{` {"a" : [ 1 , { "b" : true } ] , "c" : { } } `, "a.b,c"},
 		{`{"a":{"":{"":"e"}}}`, "a..,a.,."},
@@ -401,7 +471,8 @@ func FuzzLookupJSON(f *testing.F) {
 			paths = jsonCollectPaths(paths, "", v, len(paths)+32)
 		}
 		out := make([]string, len(paths))
-		err := lookupJSON(body, paths, out)
+		inexact := make([]bool, len(paths))
+		err := lookupJSON(body, paths, out, inexact)
 		if (err == nil) != valid {
 			t.Fatalf("lookupJSON(%q) err = %v, json.Valid = %v", body, err, valid)
 		}
@@ -415,6 +486,9 @@ func FuzzLookupJSON(f *testing.F) {
 			if want := jsonWalkReference(v, p); out[i] != want {
 				t.Errorf("lookupJSON(%q) path %q = %q, encoding/json gives %q", body, p, out[i], want)
 			}
+			if want := jsonReferenceInexact(body, p); inexact[i] != want {
+				t.Errorf("lookupJSON(%q) path %q: inexact = %v, want %v", body, p, inexact[i], want)
+			}
 		}
 	})
 }
@@ -426,7 +500,7 @@ func BenchmarkLookupJSON(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := lookupJSON(body, paths, out); err != nil {
+		if err := lookupJSON(body, paths, out, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
