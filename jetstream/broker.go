@@ -9,6 +9,8 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -250,15 +252,25 @@ func (b *Broker) HandBack(ctx context.Context, msg natsjs.Msg) error {
 
 var handBackNak = []byte(`-NAK {"delay": 1}`)
 
+// maxSubjectType is the longest type part of a subject. A longer one (a
+// type stored before types were bounded at intake, or one of many dots) is
+// replaced by a hash token: NATS closes the connection of a client whose
+// control line (subject included) passes 4 KiB.
+const maxSubjectType = 255
+
 // Subject returns the subject of an event: webhooks.<source>.<type>, each
 // dot-separated part of the type made a valid subject token ('_' for an
 // empty type or part; characters other than letters, digits, '-' and '_'
-// become '_').
+// become '_'). When that type part would be longer than 255 bytes it is
+// one token instead, "_h_" and the first 16 bytes of the type's SHA-256 in
+// hex: the subject stays under webhooks.<source>.>, where the routes'
+// consumers take it, and routes match event filters on the exact type,
+// which travels in the message's header.
 //
 // Tasks (source store.TaskSource) go to tasks.<type> instead.
 func Subject(source, eventType string) string {
 	var sb strings.Builder
-	sb.Grow(len(SubjectPrefix) + len(source) + len(eventType) + 3)
+	sb.Grow(len(SubjectPrefix) + len(source) + min(len(eventType), maxSubjectType) + 3)
 	if source == store.TaskSource {
 		sb.WriteString(TaskSubjectPrefix)
 	} else {
@@ -271,8 +283,12 @@ func Subject(source, eventType string) string {
 		sb.WriteByte('_')
 		return sb.String()
 	}
+	typeStart := sb.Len()
 	tokenStart := true
 	for i := 0; i < len(eventType); i++ {
+		if sb.Len()-typeStart > maxSubjectType {
+			break // hashed below
+		}
 		c := eventType[i]
 		switch {
 		case c == '.':
@@ -291,6 +307,10 @@ func Subject(source, eventType string) string {
 	}
 	if tokenStart {
 		sb.WriteByte('_')
+	}
+	if sb.Len()-typeStart > maxSubjectType {
+		sum := sha256.Sum256([]byte(eventType))
+		return sb.String()[:typeStart] + "_h_" + hex.EncodeToString(sum[:16])
 	}
 	return sb.String()
 }
