@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
@@ -125,6 +127,23 @@ func redactURL(s string) string {
 	return "(a URL without a host)"
 }
 
+// checkHeader returns the error net/http's client would give for h: a
+// header it cannot send. It names the header, never its value (a route's
+// headers may hold a secret).
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
 // backoff is jittered exponential between min and max; a Retry-After on a
 // 429 or 503 is honoured but never beyond max.
 func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
@@ -162,33 +181,42 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 	if ev.method != "" {
 		method = ev.method
 	}
-	req, err := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), method, url, ev.body)
-	if err != nil {
-		e.log.Error("cannot build request", "route", r.cfg.Name, "err", transportError(err))
-		return nil
-	}
-	h := req.Header
-	for k, v := range ev.headers {
-		h.Set(k, v)
-	}
-	for k, v := range r.cfg.Headers {
-		h.Set(k, v)
-	}
-	ct := ev.contentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	h.Set("Content-Type", ct)
-	h.Set("Idempotency-Key", key)
-	h.Set("User-Agent", e.cfg.UserAgent)
-	h.Set("X-Hookgate-Source", ev.source)
-	h.Set("X-Hookgate-Event-Id", ev.id)
-	h.Set("X-Hookgate-Event-Type", ev.typ)
-	if r.signKey != nil {
-		h.Set("webhook-id", key)
+	req, buildErr := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), method, url, ev.body)
+	if buildErr == nil {
+		h := req.Header
+		for k, v := range ev.headers {
+			h.Set(k, v)
+		}
+		for k, v := range r.cfg.Headers {
+			h.Set(k, v)
+		}
+		ct := ev.contentType
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		h.Set("Content-Type", ct)
+		h.Set("Idempotency-Key", key)
+		h.Set("User-Agent", e.cfg.UserAgent)
+		h.Set("X-Hookgate-Source", ev.source)
+		h.Set("X-Hookgate-Event-Id", ev.id)
+		h.Set("X-Hookgate-Event-Type", ev.typ)
+		if r.signKey != nil {
+			h.Set("webhook-id", key)
+		}
+		buildErr = checkHeader(h)
 	}
 
-	resp, err := r.retry.Do(req)
+	var resp *http.Response
+	var err error
+	if buildErr != nil {
+		// No attempt can ever send it (e.g. an event stored with a control
+		// character in its type): one attempt records why, and the
+		// delivery is dead below.
+		st.attempts = append(st.attempts, store.Attempt{StartedAt: time.Now(),
+			Error: "cannot build request: " + transportError(buildErr)})
+	} else {
+		resp, err = r.retry.Do(req)
+	}
 	if resp != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
@@ -208,6 +236,9 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 	}
 	outcome := ""
 	switch {
+	case buildErr != nil:
+		d.State, d.NextAttemptAt = store.StateDead, time.Time{}
+		outcome = "dead"
 	case last.Status >= 200 && last.Status < 300:
 		d.State, d.NextAttemptAt, d.LastError = store.StateSucceeded, time.Time{}, ""
 		outcome = "succeeded"
