@@ -358,7 +358,7 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 			tr.ContentType = "application/octet-stream"
 		}
 	}
-	if strings.ContainsAny(tr.ContentType, "\r\n") {
+	if !httpguts.ValidHeaderFieldValue(tr.ContentType) {
 		return nil, invalid("invalid_task", "content_type has control characters")
 	}
 	return tr, nil
