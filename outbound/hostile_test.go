@@ -1,12 +1,16 @@
 package outbound_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/store"
@@ -37,7 +41,8 @@ func storeBeforeStart(t *testing.T, yaml string, evs ...*store.Event) *gateway {
 
 // A stored event whose type is too long for a subject is published (under
 // a hash token), reaches the routes whose globs match its exact type and
-// no other, and delivery goes on after it.
+// no other, and delivery goes on after it; sent now, through the
+// gateway's HTTP server, the same type is refused.
 func TestStoredLongTypeRoutedByExactType(t *testing.T) {
 	ds := newDownstream(t, nil)
 	long := "invoice." + strings.Repeat("x", 4052)
@@ -49,6 +54,21 @@ func TestStoredLongTypeRoutedByExactType(t *testing.T) {
 			Body: []byte(`{"id":"evt_long"}`), ReceivedAt: time.Now()})
 	g.waitState(t, "inv", "stripe", "evt_long", store.StateSucceeded)
 	g.waitState(t, "all", "stripe", "evt_long", store.StateSucceeded)
+
+	// The same type sent now, signed, is refused at the door.
+	body := []byte(`{"id":"evt_long_again","type":"` + long + `"}`)
+	p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: stripeSecret})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/webhooks/stripe", bytes.NewReader(body))
+	req.Header.Set("Stripe-Signature", p.Header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !bytes.Contains(answer, []byte(`"invalid_event_type"`)) {
+		t.Fatalf("a signed event with a 4,060-character type: %d %s, want 400 invalid_event_type", resp.StatusCode, answer)
+	}
 	g.send(t, "evt_after", "customer.created")
 	g.waitState(t, "cus", "stripe", "evt_after", store.StateSucceeded)
 	if d := g.delivery(t, "cus", "stripe", "evt_long"); d != nil {
