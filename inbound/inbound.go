@@ -40,9 +40,11 @@ const MaxEventTypeLen = 255
 // checked against the stored ID) and in each delivery's X-Hookgate-Event-Id
 // and -Type (net/http refuses control characters). Each must also be one
 // exact text: invalid UTF-8 would be shown and compared as U+FFFD.
-func textProblem(s string) string {
-	if !utf8.ValidString(s) {
-		return "is not valid UTF-8"
+// inexact is lookupJSON's: s held invalid UTF-8 or an unpaired surrogate
+// escape, already replaced.
+func textProblem(s string, inexact bool) string {
+	if inexact || !utf8.ValidString(s) {
+		return "is not valid UTF-8 (an invalid byte or an unpaired surrogate)"
 	}
 	if s != "" && (s[0] == ' ' || s[len(s)-1] == ' ') {
 		return "has a leading or trailing space"
@@ -235,10 +237,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		return httperror.New(http.StatusBadRequest, "invalid_event_id",
 			fmt.Sprintf("event ID is longer than %d bytes", MaxEventIDLen))
 	}
-	if p := textProblem(id); p != "" || inexact[0] {
-		if p == "" {
-			p = "is not valid UTF-8"
-		}
+	if p := textProblem(id, inexact[0]); p != "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "invalid event id", "problem", p)
 		return httperror.New(http.StatusBadRequest, "invalid_event_id", "event ID "+p)
 	}
@@ -247,10 +246,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		return httperror.New(http.StatusBadRequest, "invalid_event_type",
 			fmt.Sprintf("event type is longer than %d bytes", MaxEventTypeLen))
 	}
-	if p := textProblem(typ); p != "" || inexact[1] {
-		if p == "" {
-			p = "is not valid UTF-8"
-		}
+	if p := textProblem(typ, inexact[1]); p != "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "invalid event type", "problem", p)
 		return httperror.New(http.StatusBadRequest, "invalid_event_type", "event type "+p)
 	}
