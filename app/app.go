@@ -240,6 +240,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	srv.Handler = knownMethods(srv.Handler)
 	a.http.Use(framing(httpLog))
 	a.http.Use(newBodyBudget(hc.BodyMemory, limit, httpLog).handle)
+	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)

@@ -35,6 +35,8 @@ const bodyWait = 2 * time.Second
 //     declared length (a chunked body: limit) from the budget, waiting up
 //     to bodyWait, else 503 server_busy with Retry-After; it gives it back
 //     once the handler returns;
+//   - a body with a Content-Encoding takes limit (decodeContent, next,
+//     decodes it up to limit bytes);
 //   - memory grows with the bytes that arrived, never ahead of them.
 //
 // The whole request must arrive within the server's read timeout. A body
@@ -53,7 +55,8 @@ func newBodyBudget(memory, limit int, log *slog.Logger) *bodyBudget {
 
 func (b *bodyBudget) handle(c *fiber.Ctx) error {
 	req := c.Request()
-	if !req.IsBodyStream() {
+	coded := contentCoded(c)
+	if !req.IsBodyStream() && !coded {
 		return c.Next()
 	}
 	cl := req.Header.ContentLength()
@@ -63,7 +66,7 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 	}
 	weight := int64(cl)
 	switch {
-	case cl == -1: // chunked: its length is known once read
+	case cl == -1 || coded: // chunked: its length is known once read; coded: once decoded
 		weight = int64(b.limit)
 	case cl <= prefetchBytes: // already read by the server
 		weight = 0
@@ -79,11 +82,13 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		}
 		defer b.sem.Release(weight)
 	}
-	body, err := readBody(req.BodyStream(), cl, b.limit)
-	if err != nil {
-		return refuseUnread(c, b.log, bodyError(err, b.limit))
+	if req.IsBodyStream() {
+		body, err := readBody(req.BodyStream(), cl, b.limit)
+		if err != nil {
+			return refuseUnread(c, b.log, bodyError(err, b.limit))
+		}
+		req.SetBodyRaw(body)
 	}
-	req.SetBodyRaw(body)
 	return c.Next()
 }
 

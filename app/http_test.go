@@ -2,6 +2,9 @@ package app
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -348,6 +351,65 @@ func TestEffectiveMaxConns(t *testing.T) {
 	} {
 		if got := effectiveMaxConns(tc.configured, tc.nofile); got != tc.want {
 			t.Errorf("effectiveMaxConns(%d, %d) = %d, want %d", tc.configured, tc.nofile, got, tc.want)
+		}
+	}
+}
+
+// A coded body is decoded before the handlers (as fiber did), within the
+// limit; other codings and corrupt bodies are refused.
+func TestContentEncoding(t *testing.T) {
+	a := startApp(t, testConfig(t, ""))
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	zl := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := zlib.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	send := func(enc string, body []byte, sig string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
+		req.Header.Set("Content-Encoding", enc)
+		req.Header.Set("Stripe-Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	b, sig := signedStripe("evt_gzip")
+	if status, body := send("gzip", gz([]byte(b)), sig); status != 200 || !strings.Contains(body, `"accepted"`) {
+		t.Errorf("gzip: %d %s, want 200 accepted", status, body)
+	}
+	b, sig = signedStripe("evt_deflate")
+	if status, body := send("deflate", zl([]byte(b)), sig); status != 200 {
+		t.Errorf("deflate: %d %s, want 200", status, body)
+	}
+	b, sig = signedStripe("evt_two")
+	if status, body := send("deflate, gzip", gz(zl([]byte(b))), sig); status != 200 {
+		t.Errorf("deflate then gzip: %d %s, want 200", status, body)
+	}
+	for _, tc := range []struct {
+		enc    string
+		body   []byte
+		status int
+		code   string
+	}{
+		{"gzip", gz(make([]byte, 2<<20)), 413, "body_too_large"},
+		{"gzip", []byte("not gzip at all"), 400, "bad_content_encoding"},
+		{"zstd", []byte("x"), 415, "unsupported_content_encoding"},
+		{"gzip, gzip, gzip", []byte("x"), 415, "unsupported_content_encoding"},
+	} {
+		if status, body := send(tc.enc, tc.body, sig); status != tc.status || errorCode(body) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.enc, status, body, tc.status, tc.code)
 		}
 	}
 }

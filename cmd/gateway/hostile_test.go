@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -329,4 +331,58 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 		t.Fatalf("a normal sender beside the slow bodies: %d %s %v", status, what, err)
 	}
 	t.Logf("peak RSS %d MB over 10s", peak>>20)
+}
+
+// A compressed body is decoded no further than the limit: a 256 KiB gzip
+// body of 256 MiB of zeros is refused with 413 and the process's peak RSS
+// stays under 300 MB.
+func TestCompressedBodyBounded(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+listen: %q
+data_dir: %q
+sources: [{name: stripe, verify: stripe, secrets: [%q]}]
+`, addr, filepath.Join(dir, "data"), secret))
+	g := startGateway(t, cfg, addr)
+
+	var bomb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&bomb, gzip.BestCompression)
+	zeros := make([]byte, 1<<20)
+	for range 256 {
+		zw.Write(zeros)
+	}
+	zw.Close()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/stripe", bytes.NewReader(bomb.Bytes()))
+	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Set("Stripe-Signature", "t=1,v1=00")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || !strings.Contains(string(b), `"body_too_large"`) {
+		t.Errorf("a %d-byte gzip bomb: %d %s, want 413 body_too_large", bomb.Len(), resp.StatusCode, b)
+	}
+	if peak := vmHWM(t, g.cmd.Process.Pid); peak > 300<<20 {
+		t.Errorf("peak RSS %d MB after one %d-byte gzip body, want under 300 MB", peak>>20, bomb.Len())
+	}
+}
+
+// vmHWM reads the peak resident set size of pid in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
 }
