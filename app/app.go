@@ -239,7 +239,8 @@ func (a *App) startHTTP(ctx context.Context) error {
 	srv.SecureErrorLogMessage = true
 	srv.Handler = knownMethods(srv.Handler)
 	a.http.Use(framing(httpLog))
-	a.http.Use(newBodyBudget(hc.BodyMemory, limit, httpLog).handle)
+	budget := newBodyBudget(hc.BodyMemory, limit, httpLog)
+	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
@@ -256,6 +257,21 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.conns = newConnListener(ln, maxConns, httpLog)
 	a.ln = a.conns
 	a.served = make(chan error, 1)
+	conns := a.conns
+	a.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_connections_open",
+			Help: "HTTP connections open now."}, func() float64 { return float64(conns.open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_connections_max",
+			Help: "The most HTTP connections open at once (http.max_connections as in force)."},
+			func() float64 { return float64(maxConns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hookgate_http_accept_errors_total",
+			Help: "Failed accepts retried (EMFILE, ENFILE and the like)."}, func() float64 { return float64(conns.failed.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_body_bytes_held",
+			Help: "Request body bytes held in the body budget (http.body_memory), by declared length."},
+			func() float64 { return float64(budget.held.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hookgate_http_body_busy_total",
+			Help: "Requests answered 503 server_busy: no room in the body budget."}, func() float64 { return float64(budget.busy.Load()) }),
+	)
 	a.log.Info("http limits", "max_connections", maxConns, "configured_max_connections", hc.MaxConnections,
 		"open_file_limit", nofile, "read_timeout", hc.ReadTimeout, "idle_timeout", hc.IdleTimeout,
 		"write_timeout", hc.WriteTimeout, "body_memory", hc.BodyMemory, "max_body", limit)

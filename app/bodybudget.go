@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,6 +48,8 @@ type bodyBudget struct {
 	sem   *semaphore.Weighted
 	limit int
 	wait  time.Duration
+	held  atomic.Int64 // bytes taken from sem
+	busy  atomic.Int64 // requests refused for want of room
 }
 
 func newBodyBudget(memory, limit int, log *slog.Logger) *bodyBudget {
@@ -76,11 +79,16 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		err := b.sem.Acquire(ctx, weight)
 		cancel()
 		if err != nil {
+			b.busy.Add(1)
 			c.Set(fiber.HeaderRetryAfter, "2")
 			return refuseUnread(c, b.log, httperror.New(http.StatusServiceUnavailable, "server_busy",
 				"too many request bodies in flight; retry later"))
 		}
-		defer b.sem.Release(weight)
+		b.held.Add(weight)
+		defer func() {
+			b.held.Add(-weight)
+			b.sem.Release(weight)
+		}()
 	}
 	if req.IsBodyStream() {
 		body, err := readBody(req.BodyStream(), cl, b.limit)

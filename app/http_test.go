@@ -137,17 +137,30 @@ func TestBodyBudget(t *testing.T) {
 		}
 		holders = append(holders, c)
 	}
-	waitFor(t, "a body refused for want of room", func() (bool, string) {
-		resp, body, _ := exchange(t, a.Addr(), head+part)
-		if resp.StatusCode != 503 {
-			return false, fmt.Sprintf("%d %s", resp.StatusCode, body)
+	metrics := func() string {
+		resp, err := http.Get("http://" + a.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if errorCode(body) != "server_busy" || resp.Header.Get("Retry-After") == "" || !resp.Close {
-			t.Fatalf("503 %s, Retry-After %q, close %v: want server_busy, a Retry-After, the connection closed",
-				body, resp.Header.Get("Retry-After"), resp.Close)
-		}
-		return true, ""
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		return string(m)
+	}
+	waitFor(t, "both holders in the budget", func() (bool, string) {
+		m := metrics()
+		return strings.Contains(m, "hookgate_http_body_bytes_held 2.097152e+06"), "not yet"
 	})
+	resp, body, _ := exchange(t, a.Addr(), head+part)
+	if resp.StatusCode != 503 || errorCode(body) != "server_busy" || resp.Header.Get("Retry-After") == "" || !resp.Close {
+		t.Fatalf("a third body: %d %s, Retry-After %q, close %v: want 503 server_busy, a Retry-After, the connection closed",
+			resp.StatusCode, body, resp.Header.Get("Retry-After"), resp.Close)
+	}
+	m := metrics()
+	for _, want := range []string{"hookgate_http_body_busy_total 1", "hookgate_http_connections_open "} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
 
 	// A small body needs no room in the budget.
 	if status, body := postStripe(t, a, "evt_small_beside"); status != 200 {
@@ -171,7 +184,7 @@ func TestBodyBudget(t *testing.T) {
 	})
 
 	// Over the limit: 413, inbound and tasks alike.
-	resp, body, _ := exchange(t, a.Addr(), "POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n"+part)
+	resp, body, _ = exchange(t, a.Addr(), "POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 1048577\r\n\r\n"+part)
 	if resp.StatusCode != 413 || errorCode(body) != "body_too_large" {
 		t.Errorf("declared over max_body: %d %s, want 413 body_too_large", resp.StatusCode, body)
 	}

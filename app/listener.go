@@ -34,9 +34,10 @@ type connListener struct {
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 
-	// Failed accepts since the last log line about them.
+	// Failed accepts since the last log line about them, and in all.
 	failures int
 	lastLog  time.Time
+	failed   atomic.Int64
 }
 
 // newConnListener bounds l to maxConns open connections.
@@ -83,6 +84,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 
 // noteFailure logs failed accepts, at most once every 10s.
 func (l *connListener) noteFailure(err error, retry time.Duration) {
+	l.failed.Add(1)
 	l.failures++
 	if time.Since(l.lastLog) < 10*time.Second {
 		return
