@@ -30,8 +30,8 @@ const bodyWait = 2 * time.Second
 // see it whole (c.Body()), and bounds the bytes of bodies held at once:
 //
 //   - a declared length over limit (the largest any endpoint takes) is
-//     answered 413 body_too_large at once, a chunked body as soon as it
-//     passes limit;
+//     answered 413 body_too_large (once the server prefetched its first
+//     bytes), a chunked body as soon as it passes limit;
 //   - a body longer than what the server prefetched first takes its
 //     declared length (a chunked body: limit) from the budget, waiting up
 //     to bodyWait, else 503 server_busy with Retry-After; it gives it back
@@ -93,7 +93,7 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 	if req.IsBodyStream() {
 		body, err := readBody(req.BodyStream(), cl, b.limit)
 		if err != nil {
-			return refuseUnread(c, b.log, bodyError(err, b.limit))
+			return refuseUnread(c, b.log, bodyError(err, cl == -1, b.limit))
 		}
 		req.SetBodyRaw(body)
 	}
@@ -106,20 +106,20 @@ var errBodyTooLarge = errors.New("body too large")
 // readBody reads r whole: cl bytes if cl >= 0, else at most limit. Its
 // buffer grows with what arrived, at most doubling, never past cl.
 func readBody(r io.Reader, cl, limit int) ([]byte, error) {
-	max := cl
+	most := cl
 	if cl < 0 {
-		max = limit + 1
+		most = limit + 1
 	}
-	buf := make([]byte, 0, min(max, 64<<10))
+	buf := make([]byte, 0, min(most, 64<<10))
 	for {
 		if len(buf) == cap(buf) {
-			if len(buf) >= max {
+			if len(buf) >= most {
 				if cl < 0 {
 					return nil, errBodyTooLarge
 				}
 				return buf, nil
 			}
-			nb := make([]byte, len(buf), min(2*cap(buf), max))
+			nb := make([]byte, len(buf), min(2*cap(buf), most))
 			copy(nb, buf)
 			buf = nb
 		}
@@ -143,14 +143,15 @@ func readBody(r io.Reader, cl, limit int) ([]byte, error) {
 	}
 }
 
-func bodyError(err error, limit int) *httperror.Error {
+// bodyError is the answer to a body that could not be read.
+func bodyError(err error, chunked bool, limit int) *httperror.Error {
 	if errors.Is(err, errBodyTooLarge) {
 		return httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			"body is larger than "+strconv.Itoa(limit)+" bytes")
 	}
 	e := httperror.Classify(err)
-	if e.Code == "bad_request" && e.Message == "malformed request" {
-		// The stream's own errors are those of chunked framing.
+	if chunked && e.Code == "bad_request" && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		// What the chunk parser refuses is not always an ErrBrokenChunk.
 		return httperror.New(http.StatusBadRequest, "bad_chunked_encoding", "malformed chunked body")
 	}
 	return e

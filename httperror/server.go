@@ -35,7 +35,7 @@ func ServerErrorHandler(log *slog.Logger, idle func(*fasthttp.RequestCtx) bool) 
 func Classify(err error) *Error {
 	var small *fasthttp.ErrSmallBuffer
 	var ne net.Error
-	var broken *fasthttp.ErrBrokenChunk
+	var broken fasthttp.ErrBrokenChunk
 	switch {
 	case errors.As(err, &small):
 		return New(http.StatusRequestHeaderFieldsTooLarge, "header_too_large", "request headers too large")
