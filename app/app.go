@@ -240,6 +240,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	srv.Handler = knownMethods(srv.Handler)
 	a.http.Use(framing(httpLog))
 	budget := newBodyBudget(hc.BodyMemory, limit, httpLog)
+	srv.HeaderReceived = budget.headerReceived
 	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)

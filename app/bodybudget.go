@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/hookgate/hookgate/httperror"
@@ -30,8 +31,8 @@ const bodyWait = 2 * time.Second
 // see it whole (c.Body()), and bounds the bytes of bodies held at once:
 //
 //   - a declared length over limit (the largest any endpoint takes) is
-//     answered 413 body_too_large (once the server prefetched its first
-//     bytes), a chunked body as soon as it passes limit;
+//     answered 413 body_too_large as soon as the body's first bytes
+//     arrived (headerReceived), a chunked body as soon as it passes limit;
 //   - a body longer than what the server prefetched first takes its
 //     declared length (a chunked body: limit) from the budget, waiting up
 //     to bodyWait, else 503 server_busy with Retry-After; it gives it back
@@ -98,6 +99,16 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		req.SetBodyRaw(body)
 	}
 	return c.Next()
+}
+
+// headerReceived is the server's hook between a request's headers and its
+// body. A declared length over limit is refused once the first byte of
+// the body arrived, not after the server prefetched its usual 8 KiB.
+func (b *bodyBudget) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() > b.limit {
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	return fasthttp.RequestConfig{}
 }
 
 // errBodyTooLarge is a chunked body that passed the limit.
