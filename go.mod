@@ -3,6 +3,7 @@ module github.com/hookgate/hookgate
 go 1.26.8
 
 require (
+	github.com/andybalholm/brotli v1.1.0
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/mattn/go-sqlite3 v1.14.53
@@ -16,11 +17,11 @@ require (
 	github.com/valyala/fasthttp v1.51.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.60.0
+	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
 )
 
 require (
-	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

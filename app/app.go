@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/config"
@@ -216,29 +217,65 @@ func (a *App) startHTTP(ctx context.Context) error {
 		return err
 	}
 	a.inbound = h
+	hc := a.cfg.HTTP
+	httpLog := a.log.With("component", "http")
+	limit := max(h.MaxBody(), a.cfg.Tasks.MaxBody) // each endpoint checks its own limit too
 	a.http = fiber.New(fiber.Config{
 		AppName:               "hookgate",
 		DisableStartupMessage: true,
-		BodyLimit:             max(h.MaxBody(), a.cfg.Tasks.MaxBody) + 1, // each endpoint checks its own limit
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ErrorHandler:          httperror.Handler(a.log.With("component", "http")),
+		BodyLimit:             limit + 1,
+		StreamRequestBody:     true, // bodyBudget reads bodies as they arrive
+		ReadTimeout:           hc.ReadTimeout,
+		WriteTimeout:          hc.WriteTimeout,
+		IdleTimeout:           hc.IdleTimeout,
+		ErrorHandler:          httperror.Handler(httpLog),
 	})
+	srv := a.http.Server()
+	srv.ErrorHandler = httperror.ServerErrorHandler(httpLog, func(ctx *fasthttp.RequestCtx) bool {
+		tc, ok := ctx.Conn().(*trackedConn)
+		return ok && !tc.used.Load()
+	})
+	srv.Logger = httperror.Logger{Log: httpLog}
+	srv.SecureErrorLogMessage = true
+	srv.Handler = knownMethods(srv.Handler)
+	a.http.Use(framing(httpLog))
+	budget := newBodyBudget(hc.BodyMemory, limit, httpLog)
+	srv.HeaderReceived = budget.headerReceived
+	a.http.Use(budget.handle)
+	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
 	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
-	a.http.Use(func(c *fiber.Ctx) error {
-		return httperror.New(fiber.StatusNotFound, "not_found", "no such endpoint")
-	})
+	// No catch-all: the router answers 404 for an unknown path and 405
+	// (with Allow) for a known path with another method.
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", a.cfg.Listen, err)
 	}
-	a.conns = newConnListener(ln)
+	nofile := openFileLimit()
+	maxConns := effectiveMaxConns(hc.MaxConnections, nofile)
+	a.conns = newConnListener(ln, maxConns, httpLog)
 	a.ln = a.conns
 	a.served = make(chan error, 1)
+	conns := a.conns
+	a.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_connections_open",
+			Help: "HTTP connections open now."}, func() float64 { return float64(conns.open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_connections_max",
+			Help: "The most HTTP connections open at once (http.max_connections as in force)."},
+			func() float64 { return float64(maxConns) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hookgate_http_accept_errors_total",
+			Help: "Failed accepts retried (EMFILE, ENFILE and the like)."}, func() float64 { return float64(conns.failed.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_http_body_bytes_held",
+			Help: "Request body bytes held in the body budget (http.body_memory), by declared length."},
+			func() float64 { return float64(budget.held.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hookgate_http_body_busy_total",
+			Help: "Requests answered 503 server_busy: no room in the body budget."}, func() float64 { return float64(budget.busy.Load()) }),
+	)
+	a.log.Info("http limits", "max_connections", maxConns, "configured_max_connections", hc.MaxConnections,
+		"open_file_limit", nofile, "read_timeout", hc.ReadTimeout, "idle_timeout", hc.IdleTimeout,
+		"write_timeout", hc.WriteTimeout, "body_memory", hc.BodyMemory, "max_body", limit)
 	go func() { a.served <- a.http.Listener(a.conns) }()
 	return nil
 }

@@ -31,6 +31,33 @@ type Config struct {
 	Tasks     Tasks     `yaml:"tasks"`
 	Retention Retention `yaml:"retention"`
 	Metrics   Metrics   `yaml:"metrics"`
+	HTTP      HTTP      `yaml:"http"`
+}
+
+// HTTP bounds the HTTP server: connections, timeouts and request bodies.
+type HTTP struct {
+	// MaxConnections is the most connections open at once; further ones
+	// wait in the kernel's listen backlog until one closes. Default 4096.
+	// At start it is lowered, if need be, to leave room under the process's
+	// open-file limit for SQLite, NATS and outbound sockets (the value in
+	// force is logged).
+	MaxConnections int `yaml:"max_connections"`
+	// ReadTimeout bounds receiving one request, headers and body, counted
+	// from the connection's opening or from the request's first byte on a
+	// kept-alive connection; a connection that sends nothing is closed
+	// after it. Default 30s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing one answer. Default 30s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout is how long a kept-alive connection may wait for its next
+	// request. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// BodyMemory is the most bytes of request bodies held at once, counted
+	// by each body's declared length (a chunked body counts as the largest
+	// max_body) before it is read. A body that finds no room within 2s is
+	// answered 503 server_busy with Retry-After. Must be at least every
+	// max_body. Default 67108864 (64 MiB).
+	BodyMemory int `yaml:"body_memory"`
 }
 
 // Tasks configures POST /v1/tasks, the task-forwarding API.

@@ -37,6 +37,11 @@ const (
 	DefaultRetentionAttempts = 30 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetryWaitMax      = 30 * time.Second
+	DefaultMaxConnections    = 4096
+	DefaultHTTPReadTimeout   = 30 * time.Second
+	DefaultHTTPWriteTimeout  = 30 * time.Second
+	DefaultHTTPIdleTimeout   = 120 * time.Second
+	DefaultBodyMemory        = 64 << 20
 )
 
 // DefaultSchedule returns a new copy of the default long retry schedule:
@@ -147,4 +152,10 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.Retention.Events, "retention.events", DefaultRetentionEvents)
 	dur(&c.Retention.Attempts, "retention.attempts", DefaultRetentionAttempts)
 	dur(&c.Retention.Interval, "retention.interval", DefaultRetentionInterval)
+
+	num(&c.HTTP.MaxConnections, "http.max_connections", DefaultMaxConnections)
+	dur(&c.HTTP.ReadTimeout, "http.read_timeout", DefaultHTTPReadTimeout)
+	dur(&c.HTTP.WriteTimeout, "http.write_timeout", DefaultHTTPWriteTimeout)
+	dur(&c.HTTP.IdleTimeout, "http.idle_timeout", DefaultHTTPIdleTimeout)
+	num(&c.HTTP.BodyMemory, "http.body_memory", DefaultBodyMemory)
 }

@@ -142,6 +142,8 @@ func TestFullExample(t *testing.T) {
 		},
 		Retention: Retention{Events: 240 * time.Hour, Attempts: 72 * time.Hour, Interval: 5 * time.Minute},
 		Metrics:   Metrics{Token: "metrics-token-0123456789"},
+		HTTP: HTTP{MaxConnections: 1000, ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second,
+			IdleTimeout: time.Minute, BodyMemory: 32 << 20},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%#v\nwant\n%#v", got, want)

@@ -93,6 +93,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveDuration("retention.events", c.Retention.Events)
 	v.positiveDuration("retention.attempts", c.Retention.Attempts)
 	v.positiveDuration("retention.interval", c.Retention.Interval)
+	c.validateHTTP(v)
 	if tok := c.Metrics.Token; tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}
@@ -130,6 +131,28 @@ func (c *Config) validateTasks(v *validator) {
 	}
 	for j, d := range t.Schedule {
 		v.positiveDuration(fmt.Sprintf("tasks.schedule[%d]", j), d)
+	}
+}
+
+func (c *Config) validateHTTP(v *validator) {
+	h := &c.HTTP
+	v.positiveInt("http.max_connections", h.MaxConnections)
+	v.positiveDuration("http.read_timeout", h.ReadTimeout)
+	v.positiveDuration("http.write_timeout", h.WriteTimeout)
+	v.positiveDuration("http.idle_timeout", h.IdleTimeout)
+	if h.BodyMemory <= 0 {
+		v.positiveInt("http.body_memory", h.BodyMemory)
+		return
+	}
+	// A body at its endpoint's limit must fit, or it could never be read.
+	largest, key := c.Tasks.MaxBody, "tasks.max_body"
+	for i, s := range c.Sources {
+		if s.MaxBody > largest {
+			largest, key = s.MaxBody, fmt.Sprintf("sources[%d].max_body", i)
+		}
+	}
+	if h.BodyMemory < largest {
+		v.errorf("http.body_memory", "must be at least %s (%d), got %d", key, largest, h.BodyMemory)
 	}
 }
 

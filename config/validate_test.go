@@ -43,6 +43,13 @@ func TestValidation(t *testing.T) {
 		{"store batch_max", "store: {batch_max: 0}\n" + validBase, "config: store.batch_max: must be positive, got 0"},
 		{"store readers", "store: {readers: -2}\n" + validBase, "config: store.readers: must be positive, got -2"},
 		{"store wal_max_mb", "store: {wal_max_mb: 0}\n" + validBase, "config: store.wal_max_mb: must be positive, got 0"},
+		{"http max_connections", "http: {max_connections: 0}\n" + validBase, "config: http.max_connections: must be positive, got 0"},
+		{"http read_timeout", "http: {read_timeout: 0s}\n" + validBase, "config: http.read_timeout: must be positive, got 0s"},
+		{"http write_timeout", "http: {write_timeout: -1s}\n" + validBase, "config: http.write_timeout: must be positive, got -1s"},
+		{"http idle_timeout", "http: {idle_timeout: 0s}\n" + validBase, "config: http.idle_timeout: must be positive, got 0s"},
+		{"http body_memory", "http: {body_memory: 0}\n" + validBase, "config: http.body_memory: must be positive, got 0"},
+		{"http body_memory below max_body", "http: {body_memory: 1500000}\nsources: [{name: s, verify: none, id_field: id, max_body: 2000000}]\n", "config: http.body_memory: must be at least sources[0].max_body (2000000), got 1500000"},
+		{"http body_memory below tasks", "http: {body_memory: 2000000}\ntasks: {max_body: 3000000}\n" + validBase, "config: http.body_memory: must be at least tasks.max_body (3000000), got 2000000"},
 
 		// Sources.
 		{"no sources", "sources: []\n", "config: sources: at least one source is required"},

@@ -176,6 +176,7 @@ type gwConfig struct {
 	Downstream      string // base URL of the recording downstream
 	RouteTimeout    time.Duration
 	ShutdownTimeout time.Duration
+	Wrap            []string // a command the binary runs under, e.g. prlimit
 }
 
 // schedule is the routes' long retry schedule: quick, and long enough
@@ -371,7 +372,8 @@ func (s *scenario) start() {
 	}
 	defer f.Close() // the child has its own copy
 	g := &gateway{done: make(chan struct{})}
-	g.cmd = exec.Command(gatewayBin, "-config", s.configPath())
+	args := append(append([]string{}, s.cfg.Wrap...), gatewayBin, "-config", s.configPath())
+	g.cmd = exec.Command(args[0], args[1:]...)
 	g.cmd.Stdout, g.cmd.Stderr = f, f
 	if err := g.cmd.Start(); err != nil {
 		s.t.Fatal(err)

@@ -1,0 +1,181 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/hookgate/hookgate/httperror"
+)
+
+// The server streams request bodies (fiber's StreamRequestBody): it reads
+// at most prefetchBytes of a body before the handlers run, instead of
+// reserving the declared Content-Length up front. bodyBudget then reads the
+// rest, within a budget of body bytes held at once.
+const prefetchBytes = 8 << 10
+
+// bodyWait is how long a body waits for room in the budget before it is
+// answered 503.
+const bodyWait = 2 * time.Second
+
+// bodyBudget reads each request's body before the handlers run, so they
+// see it whole (c.Body()), and bounds the bytes of bodies held at once:
+//
+//   - a declared length over limit (the largest any endpoint takes) is
+//     answered 413 body_too_large as soon as the body's first bytes
+//     arrived (headerReceived), a chunked body as soon as it passes limit;
+//   - a body longer than what the server prefetched first takes its
+//     declared length (a chunked body: limit) from the budget, waiting up
+//     to bodyWait, else 503 server_busy with Retry-After; it gives it back
+//     once the handler returns;
+//   - a body with a Content-Encoding takes limit (decodeContent, next,
+//     decodes it up to limit bytes);
+//   - memory grows with the bytes that arrived, never ahead of them.
+//
+// The whole request must arrive within the server's read timeout. A body
+// refused before it was read closes the connection once the answer is
+// sent (what follows it cannot be told apart from a next request).
+type bodyBudget struct {
+	log   *slog.Logger
+	sem   *semaphore.Weighted
+	limit int
+	wait  time.Duration
+	held  atomic.Int64 // bytes taken from sem
+	busy  atomic.Int64 // requests refused for want of room
+}
+
+func newBodyBudget(memory, limit int, log *slog.Logger) *bodyBudget {
+	return &bodyBudget{log: log, sem: semaphore.NewWeighted(int64(memory)), limit: limit, wait: bodyWait}
+}
+
+func (b *bodyBudget) handle(c *fiber.Ctx) error {
+	req := c.Request()
+	coded := contentCoded(c)
+	if !req.IsBodyStream() && !coded {
+		return c.Next()
+	}
+	cl := req.Header.ContentLength()
+	if cl > b.limit {
+		return refuseUnread(c, b.log, httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
+			"body is larger than "+strconv.Itoa(b.limit)+" bytes"))
+	}
+	weight := int64(cl)
+	switch {
+	case cl == -1 || coded: // chunked: its length is known once read; coded: once decoded
+		weight = int64(b.limit)
+	case cl <= prefetchBytes: // already read by the server
+		weight = 0
+	}
+	if weight > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), b.wait)
+		err := b.sem.Acquire(ctx, weight)
+		cancel()
+		if err != nil {
+			b.busy.Add(1)
+			c.Set(fiber.HeaderRetryAfter, "2")
+			return refuseUnread(c, b.log, httperror.New(http.StatusServiceUnavailable, "server_busy",
+				"too many request bodies in flight; retry later"))
+		}
+		b.held.Add(weight)
+		defer func() {
+			b.held.Add(-weight)
+			b.sem.Release(weight)
+		}()
+	}
+	if req.IsBodyStream() {
+		body, err := readBody(req.BodyStream(), cl, b.limit)
+		if err != nil {
+			return refuseUnread(c, b.log, bodyError(err, cl == -1, b.limit))
+		}
+		req.SetBodyRaw(body)
+	}
+	return c.Next()
+}
+
+// headerReceived is the server's hook between a request's headers and its
+// body. A declared length over limit is refused once the first byte of
+// the body arrived, not after the server prefetched its usual 8 KiB.
+func (b *bodyBudget) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() > b.limit {
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	return fasthttp.RequestConfig{}
+}
+
+// errBodyTooLarge is a chunked body that passed the limit.
+var errBodyTooLarge = errors.New("body too large")
+
+// readBody reads r whole: cl bytes if cl >= 0, else at most limit. Its
+// buffer grows with what arrived, at most doubling, never past cl.
+func readBody(r io.Reader, cl, limit int) ([]byte, error) {
+	most := cl
+	if cl < 0 {
+		most = limit + 1
+	}
+	buf := make([]byte, 0, min(most, 64<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= most {
+				if cl < 0 {
+					return nil, errBodyTooLarge
+				}
+				return buf, nil
+			}
+			nb := make([]byte, len(buf), min(2*cap(buf), most))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			if cl >= 0 && len(buf) < cl {
+				return nil, io.ErrUnexpectedEOF
+			}
+			if cl < 0 && len(buf) > limit {
+				return nil, errBodyTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if cl >= 0 && len(buf) == cl {
+			return buf, nil
+		}
+	}
+}
+
+// bodyError is the answer to a body that could not be read.
+func bodyError(err error, chunked bool, limit int) *httperror.Error {
+	if errors.Is(err, errBodyTooLarge) {
+		return httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
+			"body is larger than "+strconv.Itoa(limit)+" bytes")
+	}
+	e := httperror.Classify(err)
+	if chunked && e.Code == "bad_request" && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		// What the chunk parser refuses is not always an ErrBrokenChunk.
+		return httperror.New(http.StatusBadRequest, "bad_chunked_encoding", "malformed chunked body")
+	}
+	return e
+}
+
+// refuseUnread answers e to a request whose body was not read (whole):
+// the connection closes after the answer, lingering so the client reads it.
+func refuseUnread(c *fiber.Ctx, log *slog.Logger, e *httperror.Error) error {
+	log.Warn("request refused", "method", c.Method(), "path", c.Path(), "remote", c.IP(),
+		"status", e.Status, "code", e.Code)
+	c.Context().SetConnectionClose()
+	if tc, ok := c.Context().Conn().(*trackedConn); ok {
+		tc.lingerOnClose()
+	}
+	return e
+}
