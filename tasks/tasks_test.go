@@ -273,8 +273,12 @@ func TestInFlightAndConcurrent(t *testing.T) {
 	}
 }
 
+// A key outlives a restart; a key past its TTL makes a new task. The TTLs
+// are chosen so that no timing can change the outcome: the key replayed
+// after a restart lives for an hour, the key that expires for 1 ms (any
+// delay only makes it more expired).
 func TestReplayAfterRestartAndExpiry(t *testing.T) {
-	h := start(t, "  key_ttl: 1s\n")
+	h := start(t, "  key_ttl: 1h\n")
 	body := `{"url":"http://public.test/x"}`
 	first := h.submit(t, "key-r", body)
 	if first.status != 202 {
@@ -288,9 +292,24 @@ func TestReplayAfterRestartAndExpiry(t *testing.T) {
 	if !again.replayed || again.raw != first.raw {
 		t.Fatalf("after restart: %d replayed=%v %s", again.status, again.replayed, again.raw)
 	}
-	waitFor(t, "the key to expire", func() (bool, string) {
-		a := h.submit(t, "key-r", body)
-		return a.status == 202 && !a.replayed && a.body["id"] != first.body["id"], a.raw
+
+	// A shorter key_ttl applies to keys claimed from now on; key-r keeps
+	// the hour it was given.
+	if err := h.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Tasks.KeyTTL = time.Millisecond
+	h.restart(t)
+	if a := h.submit(t, "key-r", body); !a.replayed || a.raw != first.raw {
+		t.Fatalf("after a restart with a shorter key_ttl: %d replayed=%v %s", a.status, a.replayed, a.raw)
+	}
+	short := h.submit(t, "key-e", body)
+	if short.status != 202 || short.replayed {
+		t.Fatalf("key-e: %d %s", short.status, short.raw)
+	}
+	waitFor(t, "key-e to expire", func() (bool, string) {
+		a := h.submit(t, "key-e", body)
+		return a.status == 202 && !a.replayed && a.body["id"] != short.body["id"], a.raw
 	})
 }
 
