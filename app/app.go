@@ -226,7 +226,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 		ErrorHandler:          httperror.Handler(a.log.With("component", "http")),
 	})
 	h.Register(a.http)
-	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
+	admin.New(a.cfg.API.Tokens, a.cfg.Tasks.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
 	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	a.http.Use(func(c *fiber.Ctx) error {

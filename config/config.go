@@ -55,6 +55,10 @@ type Tasks struct {
 	Schedule     []time.Duration `yaml:"schedule"`
 	// MaxBody is the largest task request accepted, in bytes. Default 1048576.
 	MaxBody int `yaml:"max_body"`
+	// Tokens are bearer tokens of task clients, each at least 16
+	// characters and not also in api.tokens: a task client submits tasks
+	// and sees and retries its own only. Default none.
+	Tokens []string `yaml:"tokens"`
 }
 
 // Retention bounds how long records are kept; pruning runs in the
@@ -189,8 +193,9 @@ type HMAC struct {
 
 // API configures the authenticated /v1 endpoints.
 type API struct {
-	// Tokens are accepted bearer tokens, each at least 16 characters.
-	// Empty: /v1 is disabled.
+	// Tokens are operators' bearer tokens, each at least 16 characters:
+	// they see and act on everything under /v1, every token's tasks
+	// included. Default none (with no tasks.tokens either, /v1 is disabled).
 	Tokens []string `yaml:"tokens"`
 }
 

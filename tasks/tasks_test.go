@@ -31,7 +31,10 @@ import (
 const (
 	token      = "task-token-0123456789abcdef"
 	otherToken = "other-token-0123456789abcdef"
-	taskSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	// operatorToken reads every task; token and otherToken are task
+	// clients.
+	operatorToken = "operator-token-0123456789abcdef"
+	taskSecret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
 // resolver answers from a table; a name's answers are used in turn (the
@@ -80,16 +83,17 @@ func startAllow(t *testing.T, allowList, extra string) *harness {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
-api: {tokens: [%q, %q]}
+api: {tokens: [%q]}
 sources: [{name: s, verify: none, id_field: id}]
 tasks:
+  tokens: [%q, %q]
   secret: %q
   retries: 1
   retry_wait_min: 5ms
   retry_wait_max: 20ms
   schedule: [20ms, 20ms]
   allow: %s
-%s`, t.TempDir(), token, otherToken, taskSecret, allowList, extra)), func(string) (string, bool) { return "", false })
+%s`, t.TempDir(), operatorToken, token, otherToken, taskSecret, allowList, extra)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +226,10 @@ func TestAnswers(t *testing.T) {
 		t.Fatalf("another token's key k1: %d %s, want a new task", other.status, other.raw)
 	}
 	if a := h.do(t, http.MethodGet, "/v1/tasks/"+fmt.Sprint(first.body["id"]), otherToken, "", ""); a.status != 404 {
-		t.Fatalf("another token read the task: %d", a.status)
+		t.Fatalf("another task client read the task: %d", a.status)
+	}
+	if a := h.do(t, http.MethodGet, "/v1/tasks/"+fmt.Sprint(first.body["id"]), operatorToken, "", ""); a.status != 200 {
+		t.Fatalf("an operator read the task: %d %s, want 200", a.status, a.raw)
 	}
 }
 
