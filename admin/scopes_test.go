@@ -211,6 +211,9 @@ tasks:
 		{"unknown token", bearer("client-c-token-0123456789"), "GET", "/v1/deliveries", 401, "unauthorized", nil},
 		{"metrics, lower-case bearer", "bearer " + metricsToken, "GET", "/metrics", 200, "", nil},
 		{"metrics, a task client's token", bearer(aToken), "GET", "/metrics", 401, "unauthorized", nil},
+
+		// Last: it sets route r's delivery pending again.
+		{"operator replays an event", bearer(opToken), "POST", "/v1/events/s/e1/replay", 202, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
