@@ -1,12 +1,20 @@
-// Package admin serves the operator API under /v1: deliveries, their
-// attempts, and manual retries. Every endpoint needs a bearer token from
-// api.tokens; answers are JSON, errors in the common shape.
+// Package admin serves the API under /v1: deliveries, their attempts,
+// manual retries, events and routes, and authenticates every /v1 request
+// (the task API's included).
+//
+// Tokens come in two kinds. An operator (api.tokens) sees and acts on
+// everything. A task client (tasks.tokens) submits tasks and sees and acts
+// on its own only: GET /v1/deliveries lists its task deliveries, a
+// delivery of anyone else's is not found for it, and the event and route
+// endpoints answer 403 forbidden. Answers are JSON, errors in the common
+// shape.
 package admin
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -26,6 +34,7 @@ type Store interface {
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
 	Attempts(ctx context.Context, deliveryID int64) ([]store.Attempt, error)
+	TaskScope(ctx context.Context, id string) (string, error)
 	EventStore
 }
 
@@ -41,64 +50,153 @@ type Engine interface {
 	RouteControl
 }
 
+// Caller is who a /v1 request comes from.
+type Caller struct {
+	// Operator is true for an api.tokens token: it sees and acts on
+	// everything. Otherwise the caller is a task client.
+	Operator bool
+	// Scope owns the tasks the caller submits and scopes its
+	// Idempotency-Keys (operators' included): see Scope.
+	Scope string
+}
+
+type callerKey struct{}
+
+// CallerOf returns the caller the /v1 middleware authenticated; ok is false
+// outside it.
+func CallerOf(c *fiber.Ctx) (Caller, bool) {
+	caller, ok := c.Locals(callerKey{}).(Caller)
+	return caller, ok
+}
+
+// Scope is the owner recorded for a token's tasks and keys: a hash of
+// "Bearer <token>" (the form the owner has been stored in from the start,
+// so tasks keep their owner whichever case the client writes the scheme in).
+func Scope(token string) string {
+	sum := sha256.Sum256([]byte("Bearer " + token))
+	return hex.EncodeToString(sum[:12])
+}
+
+// BearerToken returns the token of an Authorization header in the Bearer
+// scheme. The scheme name is case-insensitive (RFC 9110 section 11.1).
+func BearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
+}
+
+// token is a configured token: its hash, compared in constant time, and
+// who it makes the caller.
+type token struct {
+	sum    [sha256.Size]byte
+	caller Caller
+}
+
 // Handler is the /v1 API.
 type Handler struct {
-	tokens [][sha256.Size]byte
+	tokens []token
 	store  Store
 	engine Engine
 	log    *slog.Logger
 }
 
-// New returns the API. With no tokens every /v1 request is refused.
-func New(tokens []string, st Store, engine Engine, log *slog.Logger) *Handler {
+// New returns the API for operators' and task clients' tokens. With no
+// tokens every /v1 request is refused.
+func New(operators, taskClients []string, st Store, engine Engine, log *slog.Logger) *Handler {
 	h := &Handler{store: st, engine: engine, log: log}
-	for _, t := range tokens {
-		h.tokens = append(h.tokens, sha256.Sum256([]byte(t)))
+	for _, t := range operators {
+		h.tokens = append(h.tokens, token{sha256.Sum256([]byte(t)), Caller{Operator: true, Scope: Scope(t)}})
+	}
+	for _, t := range taskClients {
+		h.tokens = append(h.tokens, token{sha256.Sum256([]byte(t)), Caller{Scope: Scope(t)}})
 	}
 	return h
 }
 
-// Register mounts the API under /v1.
+// Register mounts the API under /v1. The event and route endpoints are
+// operators' only.
 func (h *Handler) Register(app fiber.Router) {
 	v1 := app.Group("/v1", h.auth)
 	v1.Get("/deliveries", h.listDeliveries)
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
 	h.registerEvents(v1)
-	v1.Get("/routes", h.listRoutes)
-	v1.Post("/routes/:name/pause", h.pauseRoute)
-	v1.Post("/routes/:name/resume", h.resumeRoute)
+	v1.Get("/routes", operatorOnly, h.listRoutes)
+	v1.Post("/routes/:name/pause", operatorOnly, h.pauseRoute)
+	v1.Post("/routes/:name/resume", operatorOnly, h.resumeRoute)
 }
 
-// Authorized reports whether an Authorization header carries a configured
-// bearer token. Every token is compared, in constant time.
-func (h *Handler) Authorized(header string) bool {
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok || token == "" {
-		return false
+// Authorize returns the caller an Authorization header authenticates.
+// Every token's hash is compared, in constant time.
+func (h *Handler) Authorize(header string) (Caller, bool) {
+	tok, ok := BearerToken(header)
+	if !ok {
+		return Caller{}, false
 	}
-	sum := sha256.Sum256([]byte(token))
-	match := 0
+	sum := sha256.Sum256([]byte(tok))
+	found := -1
 	for i := range h.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], h.tokens[i][:])
+		eq := subtle.ConstantTimeCompare(sum[:], h.tokens[i].sum[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
 	}
-	return match == 1
+	if found < 0 {
+		return Caller{}, false
+	}
+	return h.tokens[found].caller, true
 }
 
 func (h *Handler) auth(c *fiber.Ctx) error {
 	if len(h.tokens) == 0 {
-		return httperror.New(http.StatusUnauthorized, "unauthorized", "the API is disabled: no api.tokens configured")
+		return httperror.New(http.StatusUnauthorized, "unauthorized", "the API is disabled: no api.tokens or tasks.tokens configured")
 	}
-	if !h.Authorized(c.Get(fiber.HeaderAuthorization)) {
+	caller, ok := h.Authorize(c.Get(fiber.HeaderAuthorization))
+	if !ok {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="hookgate"`)
 		h.log.Warn("api request refused: bad or missing bearer token", "path", c.Path(), "remote", c.IP())
 		return httperror.New(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 	}
+	c.Locals(callerKey{}, caller)
 	return c.Next()
+}
+
+// operatorOnly refuses task clients.
+func operatorOnly(c *fiber.Ctx) error {
+	if caller, ok := CallerOf(c); !ok || !caller.Operator {
+		return httperror.New(http.StatusForbidden, "forbidden",
+			"this endpoint is for operators (api.tokens); a task client reads its tasks and their deliveries only")
+	}
+	return c.Next()
+}
+
+// owns reports whether the caller may see and act on delivery d: an
+// operator any, a task client the deliveries of its own tasks.
+func (h *Handler) owns(ctx context.Context, caller Caller, d *store.Delivery) (bool, error) {
+	if caller.Operator {
+		return true, nil
+	}
+	if d.Route != outbound.TaskRoute || d.Source != store.TaskSource {
+		return false, nil
+	}
+	scope, err := h.store.TaskScope(ctx, d.EventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare([]byte(scope), []byte(caller.Scope)) == 1, nil
 }
 
 var states = map[string]bool{store.StatePending: true, store.StateRetrying: true,
 	store.StateSucceeded: true, store.StateDead: true}
+
+// ownScanMax bounds the deliveries read to fill one page of a task
+// client's list: its page may be shorter than limit, even empty, with a
+// next_cursor to go on from.
+const ownScanMax = 2000
 
 func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 	f := store.DeliveryFilter{
@@ -113,7 +211,6 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 	if err != nil || limit < 1 || limit > 500 {
 		return badParam("limit", "must be a number from 1 to 500")
 	}
-	f.Limit = limit + 1 // one more tells whether there is a next page
 	if cur := c.Query("cursor"); cur != "" {
 		id, err := strconv.ParseInt(cur, 10, 64)
 		if err != nil || id < 0 {
@@ -121,19 +218,66 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 		}
 		f.AfterID = id
 	}
-	ds, err := h.store.ListDeliveries(c.UserContext(), f)
-	if err != nil {
-		return unavailable(err)
-	}
+	caller, _ := CallerOf(c)
+	var ds []store.Delivery
 	next := ""
-	if len(ds) > limit {
-		ds = ds[:limit]
-		next = strconv.FormatInt(ds[len(ds)-1].ID, 10)
+	if caller.Operator {
+		f.Limit = limit + 1 // one more tells whether there is a next page
+		ds, err = h.store.ListDeliveries(c.UserContext(), f)
+		if err != nil {
+			return unavailable(err)
+		}
+		if len(ds) > limit {
+			ds = ds[:limit]
+			next = strconv.FormatInt(ds[len(ds)-1].ID, 10)
+		}
+	} else if ds, next, err = h.listOwn(c.UserContext(), caller, f, limit); err != nil {
+		return unavailable(err)
 	}
 	if ds == nil {
 		ds = []store.Delivery{}
 	}
 	return c.JSON(fiber.Map{"data": ds, "next_cursor": next})
+}
+
+// listOwn lists a task client's own task deliveries matching f: it reads
+// task deliveries in ID order, at most ownScanMax of them, and keeps the
+// caller's.
+func (h *Handler) listOwn(ctx context.Context, caller Caller, f store.DeliveryFilter, limit int) ([]store.Delivery, string, error) {
+	if (f.Route != "" && f.Route != outbound.TaskRoute) || (f.Source != "" && f.Source != store.TaskSource) {
+		return nil, "", nil // only task deliveries can be the caller's
+	}
+	f.Route, f.Source = outbound.TaskRoute, ""
+	var out []store.Delivery
+	scanned := 0
+	for {
+		f.Limit = min(500, ownScanMax-scanned)
+		ds, err := h.store.ListDeliveries(ctx, f)
+		if err != nil {
+			return nil, "", err
+		}
+		for i := range ds {
+			scanned++
+			f.AfterID = ds[i].ID
+			mine, err := h.owns(ctx, caller, &ds[i])
+			if err != nil {
+				return nil, "", err
+			}
+			if !mine {
+				continue
+			}
+			if len(out) == limit { // one more: there is a next page
+				return out, strconv.FormatInt(out[limit-1].ID, 10), nil
+			}
+			out = append(out, ds[i])
+		}
+		switch {
+		case len(ds) < f.Limit: // read to the end
+			return out, "", nil
+		case scanned >= ownScanMax:
+			return out, strconv.FormatInt(f.AfterID, 10), nil
+		}
+	}
 }
 
 // attemptJSON is an attempt as the API shows it.
@@ -148,12 +292,9 @@ func (h *Handler) getDelivery(c *fiber.Ctx) error {
 	if err != nil || id <= 0 {
 		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
 	}
-	d, err := h.store.DeliveryByID(c.UserContext(), int64(id))
-	if errors.Is(err, store.ErrNotFound) {
-		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
-	}
+	d, err := h.delivery(c, int64(id))
 	if err != nil {
-		return unavailable(err)
+		return err
 	}
 	as, err := h.store.Attempts(c.UserContext(), d.ID)
 	if err != nil {
@@ -169,10 +310,37 @@ func (h *Handler) getDelivery(c *fiber.Ctx) error {
 	}{d, out})
 }
 
+// delivery reads delivery id if the caller may see it; one it may not
+// is not found.
+func (h *Handler) delivery(c *fiber.Ctx, id int64) (*store.Delivery, error) {
+	notFound := httperror.New(http.StatusNotFound, "not_found", "no such delivery")
+	d, err := h.store.DeliveryByID(c.UserContext(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	caller, _ := CallerOf(c)
+	mine, err := h.owns(c.UserContext(), caller, d)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if !mine {
+		return nil, notFound
+	}
+	return d, nil
+}
+
 func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	id, err := c.ParamsInt("id")
 	if err != nil || id <= 0 {
 		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
+	}
+	if caller, _ := CallerOf(c); !caller.Operator {
+		if _, err := h.delivery(c, int64(id)); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 10*time.Second)
 	defer cancel()
@@ -189,7 +357,7 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	case err != nil:
 		return unavailable(err)
 	}
-	h.log.Info("delivery retried by operator", "delivery_id", d.ID, "route", d.Route, "event_id", d.EventID)
+	h.log.Info("delivery retried", "delivery_id", d.ID, "route", d.Route, "event_id", d.EventID)
 	return c.Status(http.StatusAccepted).JSON(d)
 }
 

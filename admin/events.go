@@ -31,9 +31,9 @@ type Replayer interface {
 
 // registerEvents mounts the event API on the authenticated /v1 group.
 func (h *Handler) registerEvents(v1 fiber.Router) {
-	v1.Get("/events", h.listEvents)
-	v1.Get("/events/:source/:event_id", h.getEvent)
-	v1.Post("/events/:source/:event_id/replay", h.replayEvent)
+	v1.Get("/events", operatorOnly, h.listEvents)
+	v1.Get("/events/:source/:event_id", operatorOnly, h.getEvent)
+	v1.Post("/events/:source/:event_id/replay", operatorOnly, h.replayEvent)
 }
 
 func (h *Handler) listEvents(c *fiber.Ctx) error {

@@ -244,7 +244,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
-	admin.New(a.cfg.API.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
+	admin.New(a.cfg.API.Tokens, a.cfg.Tasks.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
 	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405

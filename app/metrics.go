@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/store"
 )
@@ -103,7 +103,7 @@ func (a *App) metricsHandler() fiber.Handler {
 	want := sha256.Sum256([]byte(token))
 	log := a.log.With("component", "metrics")
 	return func(c *fiber.Ctx) error {
-		got, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+		got, ok := admin.BearerToken(c.Get(fiber.HeaderAuthorization))
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="hookgate-metrics"`)

@@ -82,6 +82,10 @@ type Tasks struct {
 	Schedule     []time.Duration `yaml:"schedule"`
 	// MaxBody is the largest task request accepted, in bytes. Default 1048576.
 	MaxBody int `yaml:"max_body"`
+	// Tokens are bearer tokens of task clients, each at least 16
+	// characters and not also in api.tokens: a task client submits tasks
+	// and sees and retries its own only. Default none.
+	Tokens []string `yaml:"tokens"`
 }
 
 // Retention bounds how long records are kept; pruning runs in the
@@ -216,8 +220,9 @@ type HMAC struct {
 
 // API configures the authenticated /v1 endpoints.
 type API struct {
-	// Tokens are accepted bearer tokens, each at least 16 characters.
-	// Empty: /v1 is disabled.
+	// Tokens are operators' bearer tokens, each at least 16 characters:
+	// they see and act on everything under /v1, every token's tasks
+	// included. Default none (with no tasks.tokens either, /v1 is disabled).
 	Tokens []string `yaml:"tokens"`
 }
 

@@ -139,6 +139,7 @@ func TestFullExample(t *testing.T) {
 			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Concurrency: 4, Retries: 1,
 			RetryWaitMin: 200 * time.Millisecond, RetryWaitMax: 3 * time.Second,
 			Schedule: []time.Duration{time.Minute, time.Hour}, MaxBody: 65536,
+			Tokens: []string{"task-client-token-0123456789"},
 		},
 		Retention: Retention{Events: 240 * time.Hour, Attempts: 72 * time.Hour, Interval: 5 * time.Minute},
 		Metrics:   Metrics{Token: "metrics-token-0123456789"},

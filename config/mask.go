@@ -35,6 +35,7 @@ func (c *Config) Masked() *Config {
 		maskAll(m.Sources[i].Secrets)
 	}
 	maskAll(m.API.Tokens)
+	maskAll(m.Tasks.Tokens)
 	m.Tasks.Secret = MaskSecret(m.Tasks.Secret)
 	m.Metrics.Token = MaskSecret(m.Metrics.Token)
 	for i := range m.Routes {

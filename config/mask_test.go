@@ -22,6 +22,8 @@ sources:
     secrets: ["${GH_SECRET}"]
 api:
   tokens: [apitoken_0123456789abcdef]
+tasks:
+  tokens: [tasktoken_0123456789abcdef]
 routes:
   - name: billing
     sources: [stripe, gh]
@@ -48,7 +50,7 @@ var maskTestSecrets = []string{
 	"whsec_short", "gh_secret_0123456789", "apitoken_0123456789abcdef", "urlpass_0123456789",
 	"querykey_0123456789", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "bearer_0123456789abcdef",
 	"cHJveHk6cHJveHlwYXNz", "cookie_0123456789", "xapikey_0123456789", "short",
-	"clientsecret_0123456789", "dbpassword_0123456789",
+	"clientsecret_0123456789", "dbpassword_0123456789", "tasktoken_0123456789abcdef",
 }
 
 func maskTestConfig(t *testing.T) *Config {
@@ -121,6 +123,7 @@ func TestMasked(t *testing.T) {
 	check("sources[0].secrets[1] (short)", m.Sources[0].Secrets[1], "****")
 	check("sources[1].secrets[0] (from env)", m.Sources[1].Secrets[0], "gh_se…(20 chars)")
 	check("api.tokens[0]", m.API.Tokens[0], "apitok…(25 chars)")
+	check("tasks.tokens[0]", m.Tasks.Tokens[0], "taskto…(26 chars)")
 	r := m.Routes[0]
 	check("routes[0].url", r.URL, "https://bob:****@billing.internal/hooks?src=hg&api_key=****#frag")
 	check("routes[0].secret", r.Secret, "whsec_…(38 chars)")
@@ -143,6 +146,7 @@ func TestMasked(t *testing.T) {
 		c.Sources[i].Secrets, m.Sources[i].Secrets = nil, nil
 	}
 	c.API.Tokens, m.API.Tokens = nil, nil
+	c.Tasks.Tokens, m.Tasks.Tokens = nil, nil
 	for i := range c.Routes {
 		c.Routes[i].URL, m.Routes[i].URL = "", ""
 		c.Routes[i].Secret, m.Routes[i].Secret = "", ""

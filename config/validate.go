@@ -77,17 +77,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveInt("store.wal_max_mb", c.Store.WALMaxMB)
 
 	c.validateSources(v)
-	for i, tok := range c.API.Tokens {
-		p := fmt.Sprintf("api.tokens[%d]", i)
-		switch {
-		case tok == "":
-			v.errorf(p, "empty token")
-		case utf8.RuneCountInString(tok) < MinTokenLength:
-			v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
-		case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
-			v.errorf(p, "must not contain spaces or control characters")
-		}
-	}
+	c.validateTokens(v)
 	c.validateRoutes(v)
 	c.validateTasks(v)
 	v.positiveDuration("retention.events", c.Retention.Events)
@@ -98,6 +88,33 @@ func (c *Config) validate(set func(path string) bool) error {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}
 	return errors.Join(v.errs...)
+}
+
+// validateTokens checks api.tokens and tasks.tokens: a token is an
+// operator's or a task client's, never both.
+func (c *Config) validateTokens(v *validator) {
+	operators := map[string]bool{}
+	for _, tok := range c.API.Tokens {
+		operators[tok] = true
+	}
+	for _, list := range []struct {
+		key    string
+		tokens []string
+	}{{"api.tokens", c.API.Tokens}, {"tasks.tokens", c.Tasks.Tokens}} {
+		for i, tok := range list.tokens {
+			p := fmt.Sprintf("%s[%d]", list.key, i)
+			switch {
+			case tok == "":
+				v.errorf(p, "empty token")
+			case utf8.RuneCountInString(tok) < MinTokenLength:
+				v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
+			case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+				v.errorf(p, "must not contain spaces or control characters")
+			case list.key == "tasks.tokens" && operators[tok]:
+				v.errorf(p, "also in api.tokens: a token is an operator's or a task client's, not both")
+			}
+		}
+	}
 }
 
 func (c *Config) validateTasks(v *validator) {

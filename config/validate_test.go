@@ -92,6 +92,10 @@ func TestValidation(t *testing.T) {
 		{"token empty", validBase + "api: {tokens: ['']}\n", "config: api.tokens[0]: empty token"},
 		{"token short", validBase + "api: {tokens: [0123456789abcdef, short]}\n", "config: api.tokens[1]: too short: a token must be at least 16 characters"},
 		{"token space", validBase + "api: {tokens: ['0123456789 abcdef']}\n", "config: api.tokens[0]: must not contain spaces or control characters"},
+		{"task token short", validBase + "tasks: {tokens: [short]}\n", "config: tasks.tokens[0]: too short: a token must be at least 16 characters"},
+		{"task token space", validBase + "tasks: {tokens: ['0123456789 abcdef']}\n", "config: tasks.tokens[0]: must not contain spaces or control characters"},
+		{"task token also operator", validBase + "api: {tokens: [0123456789abcdef]}\ntasks: {tokens: [fedcba9876543210, 0123456789abcdef]}\n",
+			"config: tasks.tokens[1]: also in api.tokens: a token is an operator's or a task client's, not both"},
 
 		// Routes.
 		{"route name missing", validBase + "routes: [{sources: [stripe], url: 'http://x'}]\n", "config: routes[0].name: required"},

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
@@ -85,7 +87,9 @@ func New(cfg config.Tasks, st Store, policy URLChecker, notify func(), reg prome
 	return h
 }
 
-// Register mounts the API. The caller's /v1 middleware authenticates.
+// Register mounts the API. The /v1 middleware of package admin
+// authenticates; a task belongs to the token that submitted it (an
+// operator's too), and its Idempotency-Key is scoped to that token.
 func (h *Handler) Register(r fiber.Router) {
 	r.Post("/v1/tasks", h.create)
 	r.Get("/v1/tasks/:id", h.get)
@@ -140,7 +144,11 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	if err != nil {
 		return h.fail("invalid", err.Status, err.Code, err.Message)
 	}
-	scope := Scope(c.Get(fiber.HeaderAuthorization))
+	caller, ok := admin.CallerOf(c)
+	if !ok {
+		return httperror.New(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	}
+	scope := caller.Scope
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -207,8 +215,14 @@ func (h *Handler) unavailable(c *fiber.Ctx, err error) error {
 func (h *Handler) get(c *fiber.Ctx) error {
 	id := c.Params("id")
 	ctx := c.UserContext()
+	caller, ok := admin.CallerOf(c)
+	if !ok {
+		return httperror.New(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	}
+	// An operator reads any task, a task client its own.
 	scope, err := h.store.TaskScope(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && scope != Scope(c.Get(fiber.HeaderAuthorization))) {
+	if errors.Is(err, store.ErrNotFound) ||
+		(err == nil && !caller.Operator && subtle.ConstantTimeCompare([]byte(scope), []byte(caller.Scope)) != 1) {
 		return httperror.New(http.StatusNotFound, "not_found", "no such task")
 	}
 	if err != nil {
@@ -240,12 +254,6 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		}
 	}
 	return c.JSON(t)
-}
-
-// Scope is the idempotency scope of a request: a hash of its bearer token.
-func Scope(authorization string) string {
-	sum := sha256.Sum256([]byte(authorization))
-	return hex.EncodeToString(sum[:12])
 }
 
 func newID() string {

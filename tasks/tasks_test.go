@@ -31,7 +31,10 @@ import (
 const (
 	token      = "task-token-0123456789abcdef"
 	otherToken = "other-token-0123456789abcdef"
-	taskSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	// operatorToken reads every task; token and otherToken are task
+	// clients.
+	operatorToken = "operator-token-0123456789abcdef"
+	taskSecret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
 // resolver answers from a table; a name's answers are used in turn (the
@@ -80,16 +83,17 @@ func startAllow(t *testing.T, allowList, extra string) *harness {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
-api: {tokens: [%q, %q]}
+api: {tokens: [%q]}
 sources: [{name: s, verify: none, id_field: id}]
 tasks:
+  tokens: [%q, %q]
   secret: %q
   retries: 1
   retry_wait_min: 5ms
   retry_wait_max: 20ms
   schedule: [20ms, 20ms]
   allow: %s
-%s`, t.TempDir(), token, otherToken, taskSecret, allowList, extra)), func(string) (string, bool) { return "", false })
+%s`, t.TempDir(), operatorToken, token, otherToken, taskSecret, allowList, extra)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +226,10 @@ func TestAnswers(t *testing.T) {
 		t.Fatalf("another token's key k1: %d %s, want a new task", other.status, other.raw)
 	}
 	if a := h.do(t, http.MethodGet, "/v1/tasks/"+fmt.Sprint(first.body["id"]), otherToken, "", ""); a.status != 404 {
-		t.Fatalf("another token read the task: %d", a.status)
+		t.Fatalf("another task client read the task: %d", a.status)
+	}
+	if a := h.do(t, http.MethodGet, "/v1/tasks/"+fmt.Sprint(first.body["id"]), operatorToken, "", ""); a.status != 200 {
+		t.Fatalf("an operator read the task: %d %s, want 200", a.status, a.raw)
 	}
 }
 
@@ -273,8 +280,12 @@ func TestInFlightAndConcurrent(t *testing.T) {
 	}
 }
 
+// A key outlives a restart; a key past its TTL makes a new task. The TTLs
+// are chosen so that no timing can change the outcome: the key replayed
+// after a restart lives for an hour, the key that expires for 1 ms (any
+// delay only makes it more expired).
 func TestReplayAfterRestartAndExpiry(t *testing.T) {
-	h := start(t, "  key_ttl: 1s\n")
+	h := start(t, "  key_ttl: 1h\n")
 	body := `{"url":"http://public.test/x"}`
 	first := h.submit(t, "key-r", body)
 	if first.status != 202 {
@@ -288,9 +299,24 @@ func TestReplayAfterRestartAndExpiry(t *testing.T) {
 	if !again.replayed || again.raw != first.raw {
 		t.Fatalf("after restart: %d replayed=%v %s", again.status, again.replayed, again.raw)
 	}
-	waitFor(t, "the key to expire", func() (bool, string) {
-		a := h.submit(t, "key-r", body)
-		return a.status == 202 && !a.replayed && a.body["id"] != first.body["id"], a.raw
+
+	// A shorter key_ttl applies to keys claimed from now on; key-r keeps
+	// the hour it was given.
+	if err := h.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.Tasks.KeyTTL = time.Millisecond
+	h.restart(t)
+	if a := h.submit(t, "key-r", body); !a.replayed || a.raw != first.raw {
+		t.Fatalf("after a restart with a shorter key_ttl: %d replayed=%v %s", a.status, a.replayed, a.raw)
+	}
+	short := h.submit(t, "key-e", body)
+	if short.status != 202 || short.replayed {
+		t.Fatalf("key-e: %d %s", short.status, short.raw)
+	}
+	waitFor(t, "key-e to expire", func() (bool, string) {
+		a := h.submit(t, "key-e", body)
+		return a.status == 202 && !a.replayed && a.body["id"] != short.body["id"], a.raw
 	})
 }
 

@@ -8,7 +8,8 @@
 //	gateway version                      print the version
 //
 // Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
-// while running, 2 for a bad config or bad usage.
+// while running, 2 for a bad config, bad usage, or a data_dir in use by
+// another gateway (data_dir/LOCK is locked for the life of the process).
 package main
 
 import (
@@ -108,6 +109,18 @@ func serve(configPath string, stderr io.Writer) int {
 		printError(stderr, err)
 		return 2
 	}
+	// Before anything else opens a file in data_dir: one gateway per
+	// data_dir.
+	unlock, err := app.LockDataDir(cfg.DataDir)
+	if err != nil {
+		printError(stderr, err)
+		var inUse *app.DataDirInUseError
+		if errors.As(err, &inUse) {
+			return 2
+		}
+		return 1
+	}
+	defer unlock()
 	log := app.NewLogger(stderr, cfg.Log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
