@@ -194,10 +194,14 @@ func (a *App) startRelay(ctx context.Context) error {
 	publishErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookgate_outbox_publish_errors_total", Help: "Failed outbox publish rounds.",
 	})
-	a.Registry.MustRegister(published, publishErrors)
+	parked := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_outbox_parked_total", Help: "Events the broker refused for their content, set aside (GET /v1/outbox/parked).",
+	})
+	a.Registry.MustRegister(published, publishErrors, parked)
 	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
+		OnParked:    func(*store.Event, error) { parked.Inc() },
 		// Before publishing anything: every route's consumer exists (an
 		// interest stream drops what no consumer wants), and what the
 		// stream lost while undelivered is back in the outbox.

@@ -31,6 +31,16 @@ const SubjectPrefix = "webhooks"
 // TaskSubjectPrefix is the first token of task subjects: tasks.<type>.
 const TaskSubjectPrefix = "tasks"
 
+// EmbeddedMaxPayload is the embedded server's max payload: the largest
+// message, headers included, it takes.
+const EmbeddedMaxPayload = 8 << 20
+
+// HeaderRoom is what a message may need beyond its event's body: the
+// headers the relay adds (source, event ID, type, receipt time, sequence,
+// Content-Type, Nats-Msg-Id) and the protocol's own. A body limit must
+// leave it free below the broker's max payload.
+const HeaderRoom = 16 << 10
+
 // Config configures Connect. See config.NATS for the defaults.
 type Config struct {
 	URL             string // external NATS; empty runs the embedded server
@@ -147,7 +157,7 @@ func startServer(cfg Config, log *slog.Logger) (*server.Server, error) {
 		SyncAlways:   cfg.SyncAlways,
 		NoSigs:       true,
 		NoLog:        false,
-		MaxPayload:   8 << 20,
+		MaxPayload:   EmbeddedMaxPayload,
 	}
 	if cfg.Port > 0 {
 		opts.Host = "127.0.0.1"
@@ -205,6 +215,46 @@ func (b *Broker) streamLost() {
 	b.streamMu.Lock()
 	b.streamReady = false
 	b.streamMu.Unlock()
+}
+
+// MaxPayload is the largest message the broker takes, headers included:
+// EmbeddedMaxPayload for the embedded server, else what the external
+// server announced at connect (0 while it has not been reached).
+func (b *Broker) MaxPayload() int64 {
+	if b.srv != nil {
+		return EmbeddedMaxPayload
+	}
+	if b.nc == nil || !b.nc.IsConnected() {
+		return 0
+	}
+	return b.nc.MaxPayload()
+}
+
+// Embedded reports whether the broker is the in-process server.
+func (b *Broker) Embedded() bool { return b.srv != nil }
+
+// Repair puts a broken events stream of the embedded server back in
+// service, and reports whether it did. A stream whose store failed a
+// write (a full disk, its directory removed) refuses every write until it
+// is loaded again, and the server does not do it by itself: the stream is
+// deleted, so that the next EnsureStream creates it anew (the caller then
+// creates the consumers again and publishes from the store what the stream
+// lost). A healthy stream, or an external server's, is left alone.
+func (b *Broker) Repair(ctx context.Context) (bool, error) {
+	if b.srv == nil {
+		return false, nil
+	}
+	h := b.srv.Healthz(&server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.cfg.Stream})
+	if h.StatusCode == 200 && h.Error == "" {
+		return false, nil
+	}
+	b.log.Warn("the events stream is broken; deleting it to create it again", "stream", b.cfg.Stream,
+		"health", h.Error)
+	b.streamLost()
+	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+		return false, fmt.Errorf("jetstream: delete broken stream %s: %w", b.cfg.Stream, err)
+	}
+	return true, nil
 }
 
 // JetStream returns the JetStream client.

@@ -1,0 +1,131 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// countingDownstream answers 200 and counts the distinct event IDs it got.
+func countingDownstream(t *testing.T) (*httptest.Server, func() int) {
+	var n atomic.Int64
+	seen := make(chan string, 10000)
+	got := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		seen <- r.Header.Get("X-Hookgate-Event-Id")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() int {
+		for {
+			select {
+			case id := <-seen:
+				got[id] = true
+			default:
+				return len(got)
+			}
+		}
+	}
+}
+
+// The JetStream store's disk fills up and is freed again while the gateway
+// runs: publishing resumes without a restart.
+func TestBrokerRecoversFromFullDisk(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "js")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=8m"); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		if syscall.Unmount(mnt, 0) != nil {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	ds, delivered := countingDownstream(t)
+	cfg := testConfig(t, fmt.Sprintf(`
+nats: {store_dir: %q}
+routes:
+  - {name: billing, sources: [stripe], url: %q}
+`, mnt, ds.URL))
+	a := startApp(t, cfg)
+	for i := range 5 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_before_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "5 delivered", func() (bool, string) { n := delivered(); return n == 5, fmt.Sprint(n) })
+	filler := filepath.Join(mnt, "filler")
+	if err := fillDisk(filler); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_full_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	t.Logf("while full: %d delivered", delivered())
+	os.Remove(filler)
+	for i := range 5 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_after_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "30 delivered", func() (bool, string) { n := delivered(); return n == 30, fmt.Sprint(n) })
+}
+
+// The embedded JetStream store's directory is removed while the gateway
+// runs: publishing resumes without a restart.
+func TestBrokerRecoversFromRemovedStore(t *testing.T) {
+	ds, delivered := countingDownstream(t)
+	cfg := testConfig(t, fmt.Sprintf(`
+routes:
+  - {name: billing, sources: [stripe], url: %q}
+`, ds.URL))
+	a := startApp(t, cfg)
+	for i := range 5 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_before_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "5 delivered", func() (bool, string) { n := delivered(); return n == 5, fmt.Sprint(n) })
+	if err := os.RemoveAll(cfg.NATS.StoreDir); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_after_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "25 delivered", func() (bool, string) { n := delivered(); return n == 25, fmt.Sprint(n) })
+}
+
+// fillDisk writes to path until the file system is full.
+func fillDisk(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, size := range []int{1 << 20, 4 << 10, 1} {
+		buf := make([]byte, size)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					break
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
