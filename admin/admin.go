@@ -65,6 +65,7 @@ func (h *Handler) Register(app fiber.Router) {
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
 	h.registerEvents(v1)
+	h.registerOutbox(v1)
 	v1.Get("/routes", h.listRoutes)
 	v1.Post("/routes/:name/pause", h.pauseRoute)
 	v1.Post("/routes/:name/resume", h.resumeRoute)

@@ -50,6 +50,7 @@ type App struct {
 	conns         *connListener
 	served        chan error
 	pruner        *store.Pruner
+	outboxAge     *outboxAge
 
 	stopOnce sync.Once
 	stopErr  error
@@ -97,6 +98,7 @@ func (a *App) Start(ctx context.Context) error {
 	}{
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
+		{"check max_body against the broker", a.checkPayload},
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
@@ -145,6 +147,7 @@ func (a *App) openStore(ctx context.Context) error {
 		return err
 	}
 	a.store = s
+	a.outboxAge = &outboxAge{read: s.OutboxOldest}
 	return nil
 }
 

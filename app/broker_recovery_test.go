@@ -7,10 +7,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // countingDownstream answers 200 and counts the distinct event IDs it got.
@@ -36,7 +36,9 @@ func countingDownstream(t *testing.T) (*httptest.Server, func() int) {
 }
 
 // The JetStream store's disk fills up and is freed again while the gateway
-// runs: publishing resumes without a restart.
+// runs: /readyz fails once the oldest unpublished event is older than
+// nats.outbox_max_age, naming its age, and the age is exported; publishing
+// resumes without a restart, and /readyz is 200 again.
 func TestBrokerRecoversFromFullDisk(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "js")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -52,7 +54,7 @@ func TestBrokerRecoversFromFullDisk(t *testing.T) {
 	})
 	ds, delivered := countingDownstream(t)
 	cfg := testConfig(t, fmt.Sprintf(`
-nats: {store_dir: %q}
+nats: {store_dir: %q, outbox_max_age: 2s}
 routes:
   - {name: billing, sources: [stripe], url: %q}
 `, mnt, ds.URL))
@@ -72,15 +74,31 @@ routes:
 			t.Fatalf("post: %d %s", code, body)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	waitFor(t, "/readyz 503 on the outbox's age", func() (bool, string) {
+		code, r := ready(t, a)
+		c := r.check("outbox")
+		return code == 503 && !c.OK && strings.Contains(c.Reason, "old"), fmt.Sprintf("%d %+v", code, r)
+	})
+	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age < 2 {
+		t.Fatalf("hookgate_outbox_oldest_age_seconds = %v while /readyz says it is over 2s", age)
+	}
 	t.Logf("while full: %d delivered", delivered())
-	os.Remove(filler)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 5 {
 		if code, body := postStripe(t, a, fmt.Sprintf("evt_after_%d", i)); code != 200 {
 			t.Fatalf("post: %d %s", code, body)
 		}
 	}
 	waitFor(t, "30 delivered", func() (bool, string) { n := delivered(); return n == 30, fmt.Sprint(n) })
+	waitFor(t, "/readyz 200 again", func() (bool, string) {
+		code, r := ready(t, a)
+		return code == 200, fmt.Sprintf("%d %+v", code, r)
+	})
+	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age != 0 {
+		t.Fatalf("hookgate_outbox_oldest_age_seconds = %v with the outbox empty", age)
+	}
 }
 
 // The embedded JetStream store's directory is removed while the gateway

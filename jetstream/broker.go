@@ -233,6 +233,20 @@ func (b *Broker) MaxPayload() int64 {
 // Embedded reports whether the broker is the in-process server.
 func (b *Broker) Embedded() bool { return b.srv != nil }
 
+// StreamHealth is nil unless the embedded server reports the events
+// stream broken (e.g. a write error of its store); an external server's
+// stream is not checked here.
+func (b *Broker) StreamHealth() error {
+	if b.srv == nil {
+		return nil
+	}
+	h := b.srv.Healthz(&server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.cfg.Stream})
+	if h.StatusCode == 200 && h.Error == "" {
+		return nil
+	}
+	return fmt.Errorf("stream %s unhealthy: %s", b.cfg.Stream, h.Error)
+}
+
 // Repair puts a broken events stream of the embedded server back in
 // service, and reports whether it did. A stream whose store failed a
 // write (a full disk, its directory removed) refuses every write until it
@@ -244,12 +258,11 @@ func (b *Broker) Repair(ctx context.Context) (bool, error) {
 	if b.srv == nil {
 		return false, nil
 	}
-	h := b.srv.Healthz(&server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.cfg.Stream})
-	if h.StatusCode == 200 && h.Error == "" {
+	health := b.StreamHealth()
+	if health == nil {
 		return false, nil
 	}
-	b.log.Warn("the events stream is broken; deleting it to create it again", "stream", b.cfg.Stream,
-		"health", h.Error)
+	b.log.Warn("the events stream is broken; deleting it to create it again", "err", health)
 	b.streamLost()
 	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
 		return false, fmt.Errorf("jetstream: delete broken stream %s: %w", b.cfg.Stream, err)

@@ -8,7 +8,8 @@
 //	gateway version                      print the version
 //
 // Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
-// while running, 2 for a bad config or bad usage.
+// while running, 2 for a bad config or bad usage (also one found at start,
+// such as a max_body the broker's max payload cannot carry).
 package main
 
 import (
@@ -115,6 +116,9 @@ func serve(configPath string, stderr io.Writer) int {
 	go func() { <-ctx.Done(); stop() }() // a second signal exits at once
 	if err := app.Run(ctx, cfg, log); err != nil {
 		log.Error("gateway failed", "err", err)
+		if cfgErr := (*config.Error)(nil); errors.As(err, &cfgErr) {
+			return 2
+		}
 		return 1
 	}
 	return 0
