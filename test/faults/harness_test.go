@@ -176,6 +176,7 @@ type gwConfig struct {
 	Downstream      string // base URL of the recording downstream
 	RouteTimeout    time.Duration
 	ShutdownTimeout time.Duration
+	Extra           string // more top-level YAML, appended
 }
 
 // schedule is the routes' long retry schedule: quick, and long enough
@@ -207,6 +208,7 @@ func (c gwConfig) yaml() string {
 		fmt.Fprintf(&b, "    breaker_threshold: 5\n    breaker_cooldown: 300ms\n")
 		fmt.Fprintf(&b, "    schedule: [%s]\n", strings.Join(schedule, ", "))
 	}
+	b.WriteString(c.Extra)
 	return b.String()
 }
 
