@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -146,4 +147,37 @@ func fillDisk(path string) error {
 		}
 	}
 	return nil
+}
+
+// The events stream is deleted on an external server while the gateway
+// runs: it is created again with every route's consumer, and the events
+// published meanwhile, as the ones after, are delivered.
+func TestStreamDeletedWhileRunning(t *testing.T) {
+	ds, delivered := countingDownstream(t)
+	srv := runNATS(t, 0, t.TempDir())
+	cfg := testConfig(t, fmt.Sprintf(`
+nats: {url: %q, connect_timeout: 2s}
+routes:
+  - {name: billing, sources: [stripe], url: %q}
+`, srv.ClientURL(), ds.URL))
+	a := startApp(t, cfg)
+	for i := range 5 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_before_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "5 delivered", func() (bool, string) { n := delivered(); return n == 5, fmt.Sprint(n) })
+	if err := a.Broker().JetStream().DeleteStream(context.Background(), a.Broker().Stream()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_after_%d", i)); code != 200 {
+			t.Fatalf("post: %d %s", code, body)
+		}
+	}
+	waitFor(t, "25 delivered", func() (bool, string) { n := delivered(); return n == 25, fmt.Sprint(n) })
+	waitFor(t, "ready", func() (bool, string) {
+		code, r := ready(t, a)
+		return code == 200, fmt.Sprintf("%d %+v", code, r)
+	})
 }

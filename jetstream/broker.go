@@ -68,8 +68,9 @@ type Broker struct {
 	nc  *nats.Conn
 	js  natsjs.JetStream
 
-	streamMu    sync.Mutex
-	streamReady bool
+	streamMu      sync.Mutex
+	streamReady   bool
+	streamCreated time.Time // the stream's creation time, as EnsureStream last saw it
 	closeOnce   sync.Once
 }
 
@@ -202,11 +203,21 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
-	if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+	s, err := b.js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
 	}
 	b.streamReady = true
+	b.streamCreated = s.CachedInfo().Created
 	return nil
+}
+
+// streamIncarnation is the creation time of the stream EnsureStream last
+// found or created: another value means the stream was created anew.
+func (b *Broker) streamIncarnation() time.Time {
+	b.streamMu.Lock()
+	defer b.streamMu.Unlock()
+	return b.streamCreated
 }
 
 // streamLost forgets that the stream exists, so the next EnsureStream

@@ -177,18 +177,32 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
 	prepared := r.cfg.Prepare == nil
-	healthyAt := time.Now()  // the last pass without an error, or with progress
-	var repairedAt time.Time // the last repair asked of the broker
+	var preparedFor time.Time // the stream incarnation Prepare ran for
+	recheck := false          // the stream was reported gone
+	healthyAt := time.Now()   // the last pass without an error, or with progress
+	var repairedAt time.Time  // the last repair asked of the broker
 	for {
 		var n int
 		var err error
+		if prepared && recheck {
+			// Found again, or created anew: only a new stream needs its
+			// consumers and what it lacks (Prepare reads the whole store).
+			if err = r.b.EnsureStream(ctx); err == nil {
+				recheck = false
+				if !r.b.streamIncarnation().Equal(preparedFor) {
+					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+					prepared = r.cfg.Prepare == nil
+				}
+			}
+		}
 		if !prepared {
 			if err = r.b.EnsureStream(ctx); err == nil && r.cfg.Prepare != nil {
+				preparedFor = r.b.streamIncarnation()
 				err = r.cfg.Prepare(ctx)
 			}
 			prepared = err == nil
 		}
-		if prepared && ctx.Err() == nil {
+		if prepared && err == nil && ctx.Err() == nil {
 			err = r.markUnmarked(ctx)
 		}
 		if prepared && err == nil {
@@ -204,7 +218,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			// A stream created anew needs its consumers (an interest
 			// stream drops what no consumer wants) and what it lost.
 			r.b.streamLost()
-			prepared = false
+			recheck = true
 		}
 		if err != nil && time.Since(healthyAt) >= r.cfg.StallAfter && time.Since(repairedAt) >= r.cfg.StallAfter {
 			repairedAt = time.Now()
@@ -212,9 +226,10 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 				r.log.Warn("outbox relay: publishing stalled; repairing the stream failed", "err", rerr,
 					"stalled_for", time.Since(healthyAt).Round(time.Millisecond))
 			} else if repaired {
-				r.log.Warn("outbox relay: publishing stalled on a broken stream; created it again, publishing what it lost from the store",
+				r.log.Warn("outbox relay: publishing stalled on a broken stream; creating it again, then publishing what it lost from the store",
 					"stalled_for", time.Since(healthyAt).Round(time.Millisecond), "cause", err)
-				prepared = false
+				prepared = r.cfg.Prepare == nil
+				recheck = false
 			}
 		}
 		switch {
