@@ -71,7 +71,7 @@ type Broker struct {
 	streamMu      sync.Mutex
 	streamReady   bool
 	streamCreated time.Time // the stream's creation time, as EnsureStream last saw it
-	closeOnce   sync.Once
+	closeOnce     sync.Once
 }
 
 // Connect starts the embedded server when cfg.URL is empty, connects, and
@@ -240,9 +240,6 @@ func (b *Broker) MaxPayload() int64 {
 	}
 	return b.nc.MaxPayload()
 }
-
-// Embedded reports whether the broker is the in-process server.
-func (b *Broker) Embedded() bool { return b.srv != nil }
 
 // StreamHealth is nil unless the embedded server reports the events
 // stream broken (e.g. a write error of its store); an external server's
