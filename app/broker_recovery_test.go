@@ -181,3 +181,36 @@ routes:
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 }
+
+// The events stream is deleted while no event arrives: the idle relay
+// notices, creates it again with its consumers, and /readyz is 200 again
+// without a restart and without waiting for the next event.
+func TestStreamDeletedWhileIdle(t *testing.T) {
+	ds, delivered := countingDownstream(t)
+	srv := runNATS(t, 0, t.TempDir())
+	cfg := testConfig(t, fmt.Sprintf(`
+nats: {url: %q, connect_timeout: 2s}
+routes:
+  - {name: billing, sources: [stripe], url: %q}
+`, srv.ClientURL(), ds.URL))
+	a := startApp(t, cfg)
+	if code, body := postStripe(t, a, "evt_before"); code != 200 {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	waitFor(t, "delivered", func() (bool, string) { n := delivered(); return n == 1, fmt.Sprint(n) })
+	if err := a.Broker().JetStream().DeleteStream(context.Background(), a.Broker().Stream()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "not ready", func() (bool, string) {
+		code, r := ready(t, a)
+		return code == 503, fmt.Sprintf("%d %+v", code, r)
+	})
+	waitFor(t, "ready again", func() (bool, string) {
+		code, r := ready(t, a)
+		return code == 200, fmt.Sprintf("%d %+v", code, r)
+	})
+	if code, body := postStripe(t, a, "evt_after"); code != 200 {
+		t.Fatalf("post: %d %s", code, body)
+	}
+	waitFor(t, "delivered", func() (bool, string) { n := delivered(); return n == 2, fmt.Sprint(n) })
+}

@@ -220,6 +220,17 @@ func (b *Broker) streamIncarnation() time.Time {
 	return b.streamCreated
 }
 
+// currentIncarnation asks the server for the stream's creation time.
+func (b *Broker) currentIncarnation(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.CachedInfo().Created, nil
+}
+
 // streamLost forgets that the stream exists, so the next EnsureStream
 // recreates it.
 func (b *Broker) streamLost() {

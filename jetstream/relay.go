@@ -181,6 +181,8 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	recheck := false          // the stream was reported gone
 	healthyAt := time.Now()   // the last pass without an error, or with progress
 	var repairedAt time.Time  // the last repair asked of the broker
+	checkedAt := time.Now()   // the idle relay's last look at the stream
+	brokenChecks := 0         // looks in a row that found it broken
 	for {
 		var n int
 		var err error
@@ -259,9 +261,38 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			return
 		case <-r.wake:
 		case <-poll.C:
+			// Idle: look at the stream now and then, so that one deleted
+			// or broken meanwhile is put back before the next event, with
+			// what it lost.
+			if prepared && r.cfg.Prepare != nil && time.Since(checkedAt) >= streamCheckEvery {
+				checkedAt = time.Now()
+				switch created, err := r.b.currentIncarnation(ctx); {
+				case streamGone(err):
+					r.b.streamLost()
+					recheck = true
+				case err == nil && !created.Equal(preparedFor):
+					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+					prepared = false
+				}
+				if err := r.b.StreamHealth(); err != nil {
+					if brokenChecks++; brokenChecks >= 2 {
+						brokenChecks = 0
+						if repaired, rerr := r.b.Repair(ctx); rerr != nil {
+							r.log.Warn("outbox relay: repairing the broken stream failed", "err", rerr)
+						} else if repaired {
+							prepared, recheck = false, false
+						}
+					}
+				} else {
+					brokenChecks = 0
+				}
+			}
 		}
 	}
 }
+
+// streamCheckEvery is how often an idle relay looks at the stream.
+const streamCheckEvery = 5 * time.Second
 
 // markUnmarked records the acknowledged events a failed record left.
 func (r *Relay) markUnmarked(ctx context.Context) error {
