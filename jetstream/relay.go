@@ -353,7 +353,9 @@ publish:
 			pubErr = err
 			break
 		}
-		pb := &pubBatch{evs: make([]store.Event, 0, len(evs)), futures: make([]natsjs.PubAckFuture, 0, len(evs))}
+		// evs[:0]: a parked event is left out in place, keeping each future
+		// at its event's index.
+		pb := &pubBatch{evs: evs[:0], futures: make([]natsjs.PubAckFuture, 0, len(evs))}
 		for i := range evs {
 			f, err := r.b.js.PublishMsgAsync(eventMsg(&evs[i]), natsjs.WithMsgID(MsgID(evs[i].Source, evs[i].ID)))
 			if err != nil && Refused(err) {
