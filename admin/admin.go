@@ -124,6 +124,7 @@ func (h *Handler) Register(app fiber.Router) {
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
 	h.registerEvents(v1)
+	h.registerOutbox(v1)
 	v1.Get("/routes", operatorOnly, h.listRoutes)
 	v1.Post("/routes/:name/pause", operatorOnly, h.pauseRoute)
 	v1.Post("/routes/:name/resume", operatorOnly, h.resumeRoute)

@@ -51,6 +51,7 @@ type App struct {
 	conns         *connListener
 	served        chan error
 	pruner        *store.Pruner
+	outboxAge     *outboxAge
 
 	stopOnce sync.Once
 	stopErr  error
@@ -98,6 +99,7 @@ func (a *App) Start(ctx context.Context) error {
 	}{
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
+		{"check max_body against the broker", a.checkPayload},
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
@@ -146,6 +148,7 @@ func (a *App) openStore(ctx context.Context) error {
 		return err
 	}
 	a.store = s
+	a.outboxAge = &outboxAge{read: s.OutboxOldest}
 	return nil
 }
 
@@ -195,10 +198,14 @@ func (a *App) startRelay(ctx context.Context) error {
 	publishErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookgate_outbox_publish_errors_total", Help: "Failed outbox publish rounds.",
 	})
-	a.Registry.MustRegister(published, publishErrors)
+	parked := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_outbox_parked_total", Help: "Events the broker refused for their content, set aside (GET /v1/outbox/parked).",
+	})
+	a.Registry.MustRegister(published, publishErrors, parked)
 	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
+		OnParked:    func(*store.Event, error) { parked.Inc() },
 		// Before publishing anything: every route's consumer exists (an
 		// interest stream drops what no consumer wants), and what the
 		// stream lost while undelivered is back in the outbox.

@@ -108,6 +108,7 @@ func (r *readiness) run(ctx context.Context) ([]check, []routeState) {
 	}
 	a := r.a
 	add("store", r.probe.check(ctx))
+	add("outbox", a.outboxAge.check(a.cfg.NATS.OutboxMaxAge))
 
 	b := a.broker
 	consumers := a.engine.Consumers()
@@ -137,7 +138,7 @@ func (r *readiness) run(ctx context.Context) ([]check, []routeState) {
 		skip(fmt.Errorf("stream %s: %w", b.Stream(), err), "no stream")
 		return checks, nil
 	}
-	add("stream", nil)
+	add("stream", b.StreamHealth())
 	present := map[string]bool{}
 	lister := stream.ConsumerNames(ctx)
 	for n := range lister.Name() {
@@ -159,6 +160,64 @@ func (r *readiness) run(ctx context.Context) ([]check, []routeState) {
 		routes = append(routes, routeState{Name: st.Name, State: st.State})
 	}
 	return checks, routes
+}
+
+// outboxAge reads how long the oldest event in the outbox has waited for
+// JetStream's ack, at most once per outboxAgeCacheFor.
+type outboxAge struct {
+	read func(context.Context) (time.Time, bool, error)
+
+	mu     sync.Mutex
+	readAt time.Time
+	oldest time.Time // zero: the outbox is empty
+	err    error
+}
+
+// outboxAgeCacheFor is how long a read of the oldest outbox event is used.
+const outboxAgeCacheFor = time.Second
+
+// get returns the age of the oldest event in the outbox (0 when empty).
+func (o *outboxAge) get() (time.Duration, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.readAt.IsZero() || time.Since(o.readAt) >= outboxAgeCacheFor {
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		at, ok, err := o.read(ctx)
+		cancel()
+		o.readAt, o.err = time.Now(), err
+		if err == nil {
+			o.oldest = time.Time{}
+			if ok {
+				o.oldest = at
+			}
+		}
+	}
+	if o.err != nil {
+		return 0, o.err
+	}
+	if o.oldest.IsZero() {
+		return 0, nil
+	}
+	return max(time.Since(o.oldest), 0), nil
+}
+
+// seconds is get for the gauge: the last known age on a failed read.
+func (o *outboxAge) seconds() float64 {
+	age, _ := o.get()
+	return age.Seconds()
+}
+
+// check fails when the oldest unpublished event is older than limit.
+func (o *outboxAge) check(limit time.Duration) error {
+	age, err := o.get()
+	if err != nil {
+		return fmt.Errorf("oldest unpublished event not read: %w", err)
+	}
+	if age > limit {
+		return fmt.Errorf("the oldest unpublished event is %s old (nats.outbox_max_age %s): the broker is not taking writes",
+			age.Round(time.Second), limit)
+	}
+	return nil
 }
 
 // writeProbe checks that SQLite commits a write, through the store's

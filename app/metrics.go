@@ -79,6 +79,10 @@ func (a *App) registerStoreMetrics() func(store.PruneResult) {
 			Name: "hookgate_outbox_backlog",
 			Help: "Events committed but not yet acknowledged by JetStream (read at most every 5s).",
 		}, backlog.get),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookgate_outbox_oldest_age_seconds",
+			Help: "How long the oldest event not yet acknowledged by JetStream has waited since it was received (0: the outbox is empty).",
+		}, a.outboxAge.seconds),
 		pruned,
 	)
 	return func(r store.PruneResult) {

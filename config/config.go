@@ -154,6 +154,9 @@ type NATS struct {
 	// ConnectTimeout bounds the first connection and the embedded server's
 	// start. Default 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// OutboxMaxAge is how old the oldest event not yet acknowledged by
+	// JetStream may be before /readyz fails. Default 60s.
+	OutboxMaxAge time.Duration `yaml:"outbox_max_age"`
 }
 
 // Store tunes the SQLite store.

@@ -18,6 +18,7 @@ const (
 	DefaultSyncInterval      = time.Second
 	DefaultReplicas          = 1
 	DefaultConnectTimeout    = 10 * time.Second
+	DefaultOutboxMaxAge      = time.Minute
 	DefaultBatchMax          = 512
 	DefaultReaders           = 4
 	DefaultWALMaxMB          = 1024
@@ -89,6 +90,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.NATS.DuplicateWindow, "nats.duplicate_window", DefaultDuplicateWindow)
 	num(&c.NATS.Replicas, "nats.replicas", DefaultReplicas)
 	dur(&c.NATS.ConnectTimeout, "nats.connect_timeout", DefaultConnectTimeout)
+	dur(&c.NATS.OutboxMaxAge, "nats.outbox_max_age", DefaultOutboxMaxAge)
 
 	str(&c.Store.Path, filepath.Join(c.DataDir, "hookgate.db"))
 	num(&c.Store.BatchMax, "store.batch_max", DefaultBatchMax)

@@ -96,6 +96,7 @@ func TestFullExample(t *testing.T) {
 			DuplicateWindow: 10 * time.Minute,
 			Replicas:        3,
 			ConnectTimeout:  20 * time.Second,
+			OutboxMaxAge:    2 * time.Minute,
 		},
 		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256},
 		Sources: []Source{
@@ -256,6 +257,7 @@ routes:
 		Retention:       "interest",
 		Replicas:        1,
 		ConnectTimeout:  10 * time.Second,
+		OutboxMaxAge:    time.Minute,
 	}
 	if c.NATS != wantNATS {
 		t.Errorf("nats: %+v, want %+v", c.NATS, wantNATS)

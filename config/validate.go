@@ -209,6 +209,7 @@ func (c *Config) validateNATS(v *validator) {
 	}
 	v.positiveInt("nats.replicas", n.Replicas)
 	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
+	v.positiveDuration("nats.outbox_max_age", n.OutboxMaxAge)
 }
 
 func (c *Config) validateSources(v *validator) {

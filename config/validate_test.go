@@ -40,6 +40,7 @@ func TestValidation(t *testing.T) {
 		{"nats duplicate_window", "nats: {duplicate_window: 0s}\n" + validBase, "config: nats.duplicate_window: must be positive, got 0s"},
 		{"nats replicas", "nats: {replicas: 0}\n" + validBase, "config: nats.replicas: must be positive, got 0"},
 		{"nats connect_timeout", "nats: {connect_timeout: -1m}\n" + validBase, "config: nats.connect_timeout: must be positive, got -1m0s"},
+		{"nats outbox_max_age", "nats: {outbox_max_age: 0s}\n" + validBase, "config: nats.outbox_max_age: must be positive, got 0s"},
 		{"store batch_max", "store: {batch_max: 0}\n" + validBase, "config: store.batch_max: must be positive, got 0"},
 		{"store readers", "store: {readers: -2}\n" + validBase, "config: store.readers: must be positive, got -2"},
 		{"store wal_max_mb", "store: {wal_max_mb: 0}\n" + validBase, "config: store.wal_max_mb: must be positive, got 0"},

@@ -33,6 +33,16 @@ const SubjectPrefix = "webhooks"
 // TaskSubjectPrefix is the first token of task subjects: tasks.<type>.
 const TaskSubjectPrefix = "tasks"
 
+// EmbeddedMaxPayload is the embedded server's max payload: the largest
+// message, headers included, it takes.
+const EmbeddedMaxPayload = 8 << 20
+
+// HeaderRoom is what a message may need beyond its event's body: the
+// headers the relay adds (source, event ID, type, receipt time, sequence,
+// Content-Type, Nats-Msg-Id) and the protocol's own. A body limit must
+// leave it free below the broker's max payload.
+const HeaderRoom = 16 << 10
+
 // Config configures Connect. See config.NATS for the defaults.
 type Config struct {
 	URL             string // external NATS; empty runs the embedded server
@@ -60,9 +70,10 @@ type Broker struct {
 	nc  *nats.Conn
 	js  natsjs.JetStream
 
-	streamMu    sync.Mutex
-	streamReady bool
-	closeOnce   sync.Once
+	streamMu      sync.Mutex
+	streamReady   bool
+	streamCreated time.Time // the stream's creation time, as EnsureStream last saw it
+	closeOnce     sync.Once
 }
 
 // Connect starts the embedded server when cfg.URL is empty, connects, and
@@ -149,7 +160,7 @@ func startServer(cfg Config, log *slog.Logger) (*server.Server, error) {
 		SyncAlways:   cfg.SyncAlways,
 		NoSigs:       true,
 		NoLog:        false,
-		MaxPayload:   8 << 20,
+		MaxPayload:   EmbeddedMaxPayload,
 	}
 	if cfg.Port > 0 {
 		opts.Host = "127.0.0.1"
@@ -194,11 +205,32 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
-	if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+	s, err := b.js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
 	}
 	b.streamReady = true
+	b.streamCreated = s.CachedInfo().Created
 	return nil
+}
+
+// streamIncarnation is the creation time of the stream EnsureStream last
+// found or created: another value means the stream was created anew.
+func (b *Broker) streamIncarnation() time.Time {
+	b.streamMu.Lock()
+	defer b.streamMu.Unlock()
+	return b.streamCreated
+}
+
+// currentIncarnation asks the server for the stream's creation time.
+func (b *Broker) currentIncarnation(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.CachedInfo().Created, nil
 }
 
 // streamLost forgets that the stream exists, so the next EnsureStream
@@ -207,6 +239,56 @@ func (b *Broker) streamLost() {
 	b.streamMu.Lock()
 	b.streamReady = false
 	b.streamMu.Unlock()
+}
+
+// MaxPayload is the largest message the broker takes, headers included:
+// EmbeddedMaxPayload for the embedded server, else what the external
+// server announced at connect (0 while it has not been reached).
+func (b *Broker) MaxPayload() int64 {
+	if b.srv != nil {
+		return EmbeddedMaxPayload
+	}
+	if b.nc == nil || !b.nc.IsConnected() {
+		return 0
+	}
+	return b.nc.MaxPayload()
+}
+
+// StreamHealth is nil unless the embedded server reports the events
+// stream broken (e.g. a write error of its store); an external server's
+// stream is not checked here.
+func (b *Broker) StreamHealth() error {
+	if b.srv == nil {
+		return nil
+	}
+	h := b.srv.Healthz(&server.HealthzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Stream: b.cfg.Stream})
+	if h.StatusCode == 200 && h.Error == "" {
+		return nil
+	}
+	return fmt.Errorf("stream %s unhealthy: %s", b.cfg.Stream, h.Error)
+}
+
+// Repair puts a broken events stream of the embedded server back in
+// service, and reports whether it did. A stream whose store failed a
+// write (a full disk, its directory removed) refuses every write until it
+// is loaded again, and the server does not do it by itself: the stream is
+// deleted, so that the next EnsureStream creates it anew (the caller then
+// creates the consumers again and publishes from the store what the stream
+// lost). A healthy stream, or an external server's, is left alone.
+func (b *Broker) Repair(ctx context.Context) (bool, error) {
+	if b.srv == nil {
+		return false, nil
+	}
+	health := b.StreamHealth()
+	if health == nil {
+		return false, nil
+	}
+	b.log.Warn("the events stream is broken; deleting it to create it again", "err", health)
+	b.streamLost()
+	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+		return false, fmt.Errorf("jetstream: delete broken stream %s: %w", b.cfg.Stream, err)
+	}
+	return true, nil
 }
 
 // JetStream returns the JetStream client.

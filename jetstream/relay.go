@@ -31,6 +31,33 @@ func MsgID(source, eventID string) string { return source + ":" + eventID }
 type Outbox interface {
 	Unpublished(ctx context.Context, after int64, limit int) ([]store.Event, error)
 	MarkPublished(ctx context.Context, acks []store.Published, at time.Time) error
+	// Park sets aside an event the broker refused for its content.
+	Park(ctx context.Context, seq int64, reason string, at time.Time) error
+}
+
+// Refused reports whether err is the broker refusing a message for its
+// content (too large, an invalid subject): publishing it again cannot
+// succeed, unlike after a timeout, a missing responder or a lost
+// connection, which are retried in order.
+func Refused(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return true
+	}
+	var apiErr *natsjs.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case natsjs.JSErrCodeStreamMessageExceedsMaximum, natsjs.JSErrCodeBadRequest:
+			return true
+		}
+	}
+	return false
+}
+
+// streamGone reports whether err says the stream (or JetStream) is not
+// there: it is created again, with its consumers, before the next publish.
+func streamGone(err error) bool {
+	return errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, natsjs.ErrStreamNotFound) || errors.Is(err, natsjs.ErrJetStreamNotEnabled)
 }
 
 // RelayConfig tunes a Relay.
@@ -51,6 +78,13 @@ type RelayConfig struct {
 	// published after each round; OnError with each publish error.
 	OnPublished func(n int)
 	OnError     func(err error)
+	// OnParked, if set, is called with each event the broker refused for
+	// its content, once it is set aside in the store.
+	OnParked func(ev *store.Event, reason error)
+	// StallAfter is how long publishing may fail without any progress
+	// before the relay asks the broker to repair its stream (see
+	// Broker.Repair). Default 10s.
+	StallAfter time.Duration
 	// Prepare, if set, runs once the stream is reachable and before the
 	// first publish (e.g. to put back what the stream lost); the relay
 	// retries it until it succeeds.
@@ -93,6 +127,9 @@ func NewRelay(b *Broker, outbox Outbox, cfg RelayConfig, log *slog.Logger) *Rela
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.StallAfter <= 0 {
+		cfg.StallAfter = 10 * time.Second
 	}
 	return &Relay{b: b, outbox: outbox, cfg: cfg, log: log, wake: make(chan struct{}, 1)}
 }
@@ -140,16 +177,34 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
 	prepared := r.cfg.Prepare == nil
+	var preparedFor time.Time // the stream incarnation Prepare ran for
+	recheck := false          // the stream was reported gone
+	healthyAt := time.Now()   // the last pass without an error, or with progress
+	var repairedAt time.Time  // the last repair asked of the broker
+	checkedAt := time.Now()   // the idle relay's last look at the stream
+	brokenChecks := 0         // looks in a row that found it broken
 	for {
 		var n int
 		var err error
-		if !prepared {
+		if prepared && recheck {
+			// Found again, or created anew: only a new stream needs its
+			// consumers and what it lacks (Prepare reads the whole store).
 			if err = r.b.EnsureStream(ctx); err == nil {
+				recheck = false
+				if !r.b.streamIncarnation().Equal(preparedFor) {
+					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+					prepared = r.cfg.Prepare == nil
+				}
+			}
+		}
+		if !prepared {
+			if err = r.b.EnsureStream(ctx); err == nil && r.cfg.Prepare != nil {
+				preparedFor = r.b.streamIncarnation()
 				err = r.cfg.Prepare(ctx)
 			}
 			prepared = err == nil
 		}
-		if prepared && ctx.Err() == nil {
+		if prepared && err == nil && ctx.Err() == nil {
 			err = r.markUnmarked(ctx)
 		}
 		if prepared && err == nil {
@@ -157,6 +212,27 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil || n > 0 {
+			healthyAt = time.Now()
+		}
+		if err != nil && streamGone(err) {
+			// A stream created anew needs its consumers (an interest
+			// stream drops what no consumer wants) and what it lost.
+			r.b.streamLost()
+			recheck = true
+		}
+		if err != nil && time.Since(healthyAt) >= r.cfg.StallAfter && time.Since(repairedAt) >= r.cfg.StallAfter {
+			repairedAt = time.Now()
+			if repaired, rerr := r.b.Repair(ctx); rerr != nil {
+				r.log.Warn("outbox relay: publishing stalled; repairing the stream failed", "err", rerr,
+					"stalled_for", time.Since(healthyAt).Round(time.Millisecond))
+			} else if repaired {
+				r.log.Warn("outbox relay: publishing stalled on a broken stream; creating it again, then publishing what it lost from the store",
+					"stalled_for", time.Since(healthyAt).Round(time.Millisecond), "cause", err)
+				prepared = r.cfg.Prepare == nil
+				recheck = false
+			}
 		}
 		switch {
 		case err != nil:
@@ -170,6 +246,10 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 				return
 			case <-time.After(backoff):
 			}
+			select {
+			case <-poll.C: // a tick from the wait would end the next pass at once
+			default:
+			}
 			continue
 		case n > 0:
 			backoff = 0
@@ -181,9 +261,38 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			return
 		case <-r.wake:
 		case <-poll.C:
+			// Idle: look at the stream now and then, so that one deleted
+			// or broken meanwhile is put back before the next event, with
+			// what it lost.
+			if prepared && r.cfg.Prepare != nil && time.Since(checkedAt) >= streamCheckEvery {
+				checkedAt = time.Now()
+				switch created, err := r.b.currentIncarnation(ctx); {
+				case streamGone(err):
+					r.b.streamLost()
+					recheck = true
+				case err == nil && !created.Equal(preparedFor):
+					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+					prepared = false
+				}
+				if err := r.b.StreamHealth(); err != nil {
+					if brokenChecks++; brokenChecks >= 2 {
+						brokenChecks = 0
+						if repaired, rerr := r.b.Repair(ctx); rerr != nil {
+							r.log.Warn("outbox relay: repairing the broken stream failed", "err", rerr)
+						} else if repaired {
+							prepared, recheck = false, false
+						}
+					}
+				} else {
+					brokenChecks = 0
+				}
+			}
 		}
 	}
 }
+
+// streamCheckEvery is how often an idle relay looks at the stream.
+const streamCheckEvery = 5 * time.Second
 
 // markUnmarked records the acknowledged events a failed record left.
 func (r *Relay) markUnmarked(ctx context.Context) error {
@@ -244,13 +353,22 @@ publish:
 			pubErr = err
 			break
 		}
-		pb := &pubBatch{evs: evs, futures: make([]natsjs.PubAckFuture, 0, len(evs))}
+		// evs[:0]: a parked event is left out in place, keeping each future
+		// at its event's index.
+		pb := &pubBatch{evs: evs[:0], futures: make([]natsjs.PubAckFuture, 0, len(evs))}
 		for i := range evs {
 			f, err := r.b.js.PublishMsgAsync(eventMsg(&evs[i]), natsjs.WithMsgID(MsgID(evs[i].Source, evs[i].ID)))
+			if err != nil && Refused(err) {
+				err = r.park(ctx, &evs[i], err)
+				if err == nil {
+					continue // the events behind it go on
+				}
+			}
 			if err != nil {
 				pubErr = err
 				break
 			}
+			pb.evs = append(pb.evs, evs[i])
 			pb.futures = append(pb.futures, f)
 		}
 		if len(pb.futures) > 0 {
@@ -279,10 +397,20 @@ publish:
 	if err == nil {
 		err = ackErr
 	}
-	if err != nil && (errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) {
-		r.b.streamLost()
-	}
 	return marked, err
+}
+
+// park sets ev aside in the store: the broker refused it for its content.
+func (r *Relay) park(ctx context.Context, ev *store.Event, reason error) error {
+	if err := r.outbox.Park(context.WithoutCancel(ctx), ev.Seq, reason.Error(), time.Now()); err != nil {
+		return err
+	}
+	r.log.Error("outbox relay: the broker refused an event; parked it and publishing those behind it (see GET /v1/outbox/parked)",
+		"source", ev.Source, "event_id", ev.ID, "seq", ev.Seq, "body_bytes", len(ev.Body), "reason", reason)
+	if r.cfg.OnParked != nil {
+		r.cfg.OnParked(ev, reason)
+	}
+	return nil
 }
 
 // acker awaits the acks of each published batch in turn and takes the
@@ -316,6 +444,11 @@ func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, pr
 			case ack := <-f.Ok():
 				acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
 			case err := <-f.Err():
+				if Refused(err) {
+					if err = r.park(ctx, &pb.evs[i], err); err == nil {
+						continue
+					}
+				}
 				fail(err)
 			case <-ctx.Done():
 				select {

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -153,4 +154,8 @@ func benchRelay(b *testing.B, outbox func(b *testing.B, n int) (Outbox, <-chan s
 	r.Stop()
 	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
+}
+
+func (o *memOutbox) Park(context.Context, int64, string, time.Time) error {
+	return errors.New("memOutbox: the broker refused an event")
 }

@@ -157,6 +157,7 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 		exec(&res.Deliveries, `DELETE FROM deliveries WHERE event_seq = ?`, ev.Seq),
 		exec(&res.Events, `DELETE FROM events WHERE seq = ?`, ev.Seq),
 		exec(nil, `DELETE FROM published WHERE seq = ?`, ev.Seq), // never in the outbox: see PruneEvents
+		exec(nil, `DELETE FROM parked WHERE seq = ?`, ev.Seq),
 	)
 	if err == nil && ev.Source == TaskSource {
 		err = exec(nil, `DELETE FROM tasks WHERE id = ?`, ev.ID)

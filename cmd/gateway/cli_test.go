@@ -265,6 +265,22 @@ func TestRunFailsAtRunTime(t *testing.T) {
 	}
 }
 
+// A max_body the broker's max payload cannot carry is a bad config, found
+// at start: exit 2, naming both numbers.
+func TestRunMaxBodyOverBrokerPayload(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+sources: [{name: a, verify: none, id_field: id, max_body: 9437184}]
+`, filepath.Join(dir, "data")))
+	code, _, stderr := runCLI("-config", path)
+	if code != 2 || !strings.Contains(stderr, "sources[0].max_body") || !strings.Contains(stderr, "9437184") ||
+		!strings.Contains(stderr, "8388608") {
+		t.Errorf("exit %d; want 2 naming sources[0].max_body, 9437184 and 8388608, stderr:\n%s", code, stderr)
+	}
+}
+
 // SIGTERM shuts the gateway down cleanly: exit 0.
 func TestRunCleanShutdown(t *testing.T) {
 	dir := t.TempDir()

@@ -8,8 +8,10 @@
 //	gateway version                      print the version
 //
 // Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
-// while running, 2 for a bad config, bad usage, or a data_dir in use by
-// another gateway (data_dir/LOCK is locked for the life of the process).
+// while running, 2 for a bad config, bad usage (also one found at start,
+// such as a max_body the broker's max payload cannot carry), or a data_dir
+// in use by another gateway (data_dir/LOCK is locked for the life of the
+// process).
 package main
 
 import (
@@ -128,6 +130,9 @@ func serve(configPath string, stderr io.Writer) int {
 	go func() { <-ctx.Done(); stop() }() // a second signal exits at once
 	if err := app.Run(ctx, cfg, log); err != nil {
 		log.Error("gateway failed", "err", err)
+		if cfgErr := (*config.Error)(nil); errors.As(err, &cfgErr) {
+			return 2
+		}
 		return 1
 	}
 	return 0

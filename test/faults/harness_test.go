@@ -177,6 +177,8 @@ type gwConfig struct {
 	RouteTimeout    time.Duration
 	ShutdownTimeout time.Duration
 	Wrap            []string // a command the binary runs under, e.g. prlimit
+	Extra           string // more top-level YAML, appended
+	NATSStoreDir    string // embedded server's store; "" for <data_dir>/jetstream
 }
 
 // schedule is the routes' long retry schedule: quick, and long enough
@@ -190,6 +192,8 @@ func (c gwConfig) yaml() string {
 		c.Listen, c.DataDir, c.ShutdownTimeout)
 	if c.NATSURL != "" {
 		fmt.Fprintf(&b, "nats: {url: %q, connect_timeout: 2s}\n", c.NATSURL)
+	} else if c.NATSStoreDir != "" {
+		fmt.Fprintf(&b, "nats: {port: %d, store_dir: %q}\n", c.NATSPort, c.NATSStoreDir)
 	} else {
 		fmt.Fprintf(&b, "nats: {port: %d}\n", c.NATSPort)
 	}
@@ -208,6 +212,7 @@ func (c gwConfig) yaml() string {
 		fmt.Fprintf(&b, "    breaker_threshold: 5\n    breaker_cooldown: 300ms\n")
 		fmt.Fprintf(&b, "    schedule: [%s]\n", strings.Join(schedule, ", "))
 	}
+	b.WriteString(c.Extra)
 	return b.String()
 }
 

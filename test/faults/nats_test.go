@@ -12,10 +12,11 @@ import (
 // natsServer is an external nats-server with JetStream, run in the test
 // process on a fixed port with a file store that survives restarts.
 type natsServer struct {
-	t    *testing.T
-	port int
-	dir  string
-	srv  *server.Server
+	t          *testing.T
+	port       int
+	dir        string
+	maxPayload int32 // 0: nats-server's default (1 MiB)
+	srv        *server.Server
 }
 
 func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -23,7 +24,7 @@ func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.
 func (n *natsServer) start() {
 	n.t.Helper()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: n.port, JetStream: true,
-		StoreDir: n.dir, NoSigs: true, NoLog: true})
+		StoreDir: n.dir, NoSigs: true, NoLog: true, MaxPayload: n.maxPayload})
 	if err != nil {
 		n.t.Fatal(err)
 	}

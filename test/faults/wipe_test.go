@@ -71,3 +71,30 @@ func TestJetStreamStoreWiped(t *testing.T) {
 	}
 	t.Logf("after the second wipe, %d requests went again to (route, event) pairs already answered 2xx (%d pairs)", resent, len(done))
 }
+
+// Scenario 9: the embedded JetStream store removed while the gateway runs,
+// under load. Publishing fails, /readyz says why, and the relay creates
+// the stream again: without a restart, every acknowledged event is
+// delivered under its one key.
+func TestJetStreamStoreRemovedWhileRunning(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, nil)
+	first, second := s.newEvents("r0", 60, 0), s.newEvents("r1", 120, 0)
+	jsDir := filepath.Join(s.cfg.DataDir, "jetstream")
+	s.provider.start(6, 10*time.Millisecond)
+	s.forger.run(append(first, second...))
+	s.start()
+	s.provider.add(first...)
+	if err := s.provider.waitIdle(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(jsDir); err != nil {
+		t.Fatal(err)
+	}
+	s.provider.add(second...)
+	s.verify(verifyOpts{})
+	if s.runs != 1 {
+		t.Errorf("the gateway was started %d times; recovery must not need a restart", s.runs)
+	}
+	t.Logf("the stream was broken and created again: %v", s.logContains(1, "the events stream is broken"))
+}
