@@ -177,8 +177,8 @@ type gwConfig struct {
 	RouteTimeout    time.Duration
 	ShutdownTimeout time.Duration
 	Wrap            []string // a command the binary runs under, e.g. prlimit
-	Extra           string // more top-level YAML, appended
-	NATSStoreDir    string // embedded server's store; "" for <data_dir>/jetstream
+	Extra           string   // more top-level YAML, appended
+	NATSStoreDir    string   // embedded server's store; "" for <data_dir>/jetstream
 }
 
 // schedule is the routes' long retry schedule: quick, and long enough
