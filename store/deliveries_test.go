@@ -542,8 +542,8 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 
 // The engine's lookup before every round is compiled once. SQLite compiles
 // a statement again at its next step when a parameter its plan looked at
-// is bound anew, and go-sqlite3 clears every binding before each run; a
-// join with parameters was so compiled again on every lookup (the
+// is bound anew, and go-sqlite3 clears every binding before each run, so a
+// join with parameters would be compiled again on every lookup (the
 // authorizer sees each compilation).
 func TestDeliveryStatusCompiledOnce(t *testing.T) {
 	s := openTest(t, "")

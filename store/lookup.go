@@ -11,11 +11,9 @@ import (
 
 // The delivery engine's read before each round (DeliveryStatus) runs on
 // the writer's connection, between two commits. In WAL mode a connection
-// drops its whole page cache whenever another connection committed, so on
-// a read-only connection of its own the lookup read its B-tree path again
-// from the WAL or the database file after nearly every commit: about 50 µs
-// of gateway CPU per delivery in the bench's drain. The writer's cache
-// survives its own commits, so there the lookup is a few page-cache hits.
+// drops its whole page cache whenever another connection commits, so a
+// read-only connection would read the lookup's B-tree path again after
+// nearly every commit; the writer's cache survives its own commits.
 //
 // The writer answers the lookups it finds in a batch before it begins the
 // batch's transaction: they see every committed write and nothing
@@ -24,11 +22,10 @@ import (
 // The lookup is two single-table statements, not a join: SQLite compiles
 // a statement again at its next step when a parameter its plan looked at
 // is bound anew (a join's planner looks at them), and go-sqlite3 clears
-// every binding before each run, so the join was compiled again at every
-// lookup: 14 % of the gateway's CPU in the bench's drain. Each statement
-// finds its one row by a whole key (the rowid; UNIQUE (event_seq, route)),
-// which SQLite plans without looking at the values: keep it so
-// (TestDeliveryStatusCompiledOnce).
+// every binding before each run, so a join would be compiled again at
+// every lookup. Each statement finds its one row by a whole key (the
+// rowid; UNIQUE (event_seq, route)), which SQLite plans without looking at
+// the values: keep it so (TestDeliveryStatusCompiledOnce).
 
 // eventQuery reads whether seq is the event the message names.
 const eventQuery = `SELECT source = ? AND event_id = ? FROM events WHERE seq = ?`

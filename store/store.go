@@ -171,10 +171,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("store: migrate %s: %w", cfg.Path, err)
 	}
 	// When the writer starts the WAL again, it cuts the file to this size:
-	// only what a restart overshot. Cut back to 64 MiB (as it was), a
-	// 1 GiB WAL took 0.4 s to truncate in the first commit after each
-	// restart, and it grew again by allocating writes. Should the writer's
-	// connection ever be opened again, the hook's -1 (never cut) holds.
+	// only what a restart overshot. Cutting it further would make the
+	// first commit after each restart truncate the file (0.4 s for 1 GiB
+	// to 64 MiB), which then grows again by allocating writes. Should the
+	// writer's connection ever be opened again, the hook's -1 (never cut)
+	// holds.
 	if _, err := w.ExecContext(ctx, fmt.Sprintf("PRAGMA journal_size_limit = %d", walBytes(cfg.WALRestartFrames))); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: set journal_size_limit: %w", err)
@@ -409,8 +410,7 @@ func dsnBusy(path string, readOnly bool, busy time.Duration) string {
 	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
 	q.Set("_foreign_keys", "on")
 	// Keep each connection's statements prepared: without this every query
-	// not prepared by hand is parsed and planned again at each call (a
-	// fifth of the gateway's CPU under load, in profiles).
+	// not prepared by hand is parsed and planned again at each call.
 	q.Set("_stmt_cache_size", "128")
 	if readOnly {
 		q.Set("_query_only", "1")
@@ -652,7 +652,7 @@ func migrateTo(ctx context.Context, db *sql.DB, upTo int) error {
 			return fmt.Errorf("migration %s: bad name", name)
 		}
 	}
-	// An older build would misread a newer schema (since 0008 the writer,
+	// An older build would misread a newer schema (from 0008 on the writer,
 	// not a trigger, fills the outbox: an older build's claims would never
 	// be published), so it refuses to start on one.
 	if latest := slices.Max(nums); version > latest {

@@ -182,7 +182,7 @@ func TestNoRestartTwice(t *testing.T) {
 }
 
 // A restarted WAL is cut back to its restart size, not further: cutting a
-// 1 GiB WAL to 64 MiB held up the first commit after each restart.
+// 1 GiB WAL to 64 MiB would hold up the first commit after each restart.
 func TestWALSizeLimit(t *testing.T) {
 	for _, frames := range []int{0, 1000} {
 		s, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "db"), WALRestartFrames: frames},
