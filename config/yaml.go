@@ -17,7 +17,7 @@ import (
 // are written as [] and {}; a nested mapping whose fields are all zero
 // (the hmac of a source that does not use it) is left out. Parse reads the
 // output back to an equal Config (but for nil versus empty lists and maps).
-// Use Masked first to hide the secrets.
+// Secrets are masked (see Secret).
 func (c Config) MarshalYAML() (any, error) {
 	return yamlNode(reflect.ValueOf(c))
 }
@@ -26,6 +26,9 @@ func (c Config) MarshalYAML() (any, error) {
 func yamlNode(v reflect.Value) (*yaml.Node, error) {
 	if v.Type() == durationType {
 		return scalarNode(FormatDuration(time.Duration(v.Int())))
+	}
+	if _, ok := v.Interface().(yaml.Marshaler); ok && v.Type() != reflect.TypeFor[Config]() {
+		return scalarNode(v.Interface()) // masks itself
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
