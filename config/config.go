@@ -30,11 +30,11 @@ type Config struct {
 	NATS      NATS      `yaml:"nats"`
 	Store     Store     `yaml:"store"`
 	Sources   []Source  `yaml:"sources"`
-	API       API       `yaml:"api"`
+	API       API       `yaml:"api,omitempty"`
 	Routes    []Route   `yaml:"routes"`
 	Tasks     Tasks     `yaml:"tasks"`
 	Retention Retention `yaml:"retention"`
-	Metrics   Metrics   `yaml:"metrics"`
+	Metrics   Metrics   `yaml:"metrics,omitempty"`
 	HTTP      HTTP      `yaml:"http"`
 }
 
@@ -198,7 +198,7 @@ type Source struct {
 	MaxBody int `yaml:"max_body"`
 
 	// HMAC configures verify: hmac.
-	HMAC HMAC `yaml:"hmac"`
+	HMAC HMAC `yaml:"hmac,omitempty"`
 
 	// IDHeader / IDField say where the event ID is: a request header, or a
 	// dot-separated JSON field path ("data.id"). Defaults per scheme: stripe
