@@ -155,7 +155,7 @@ func (a *App) openStore(ctx context.Context) error {
 func (a *App) connectBroker(ctx context.Context) error {
 	n := a.cfg.NATS
 	b, err := jetstream.Connect(ctx, jetstream.Config{
-		URL: n.URL, Port: n.Port, StoreDir: n.StoreDir,
+		URL: n.URL.Reveal(), Port: n.Port, StoreDir: n.StoreDir,
 		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
 		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
 		ConnectTimeout: n.ConnectTimeout,
@@ -251,7 +251,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
-	admin.New(a.cfg.API.Tokens, a.cfg.Tasks.Tokens, a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
+	admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
 	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405

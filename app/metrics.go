@@ -100,7 +100,7 @@ func (a *App) metricsHandler() fiber.Handler {
 		Registry:          a.Registry, // counts its own errors
 		EnableOpenMetrics: false,
 	}))
-	token := a.cfg.Metrics.Token
+	token := a.cfg.Metrics.Token.Reveal()
 	if token == "" {
 		return serve
 	}

@@ -4,6 +4,10 @@
 // variable NAME, refuses unknown keys, applies the defaults stated on each
 // field and validates the result. Every error names the offending key, for
 // example `sources[1].verify: unknown scheme "foo"`.
+//
+// Credentials are held in types that mask themselves wherever they are
+// printed (YAML, JSON, fmt, slog): Secret, Secrets, URL and Headers. The
+// code that uses one asks for it with Reveal.
 package config
 
 import "time"
@@ -26,11 +30,11 @@ type Config struct {
 	NATS      NATS      `yaml:"nats"`
 	Store     Store     `yaml:"store"`
 	Sources   []Source  `yaml:"sources"`
-	API       API       `yaml:"api"`
+	API       API       `yaml:"api,omitempty"`
 	Routes    []Route   `yaml:"routes"`
 	Tasks     Tasks     `yaml:"tasks"`
 	Retention Retention `yaml:"retention"`
-	Metrics   Metrics   `yaml:"metrics"`
+	Metrics   Metrics   `yaml:"metrics,omitempty"`
 	HTTP      HTTP      `yaml:"http"`
 }
 
@@ -64,7 +68,7 @@ type HTTP struct {
 type Tasks struct {
 	// Secret is a Standard Webhooks secret signing task deliveries.
 	// Empty: unsigned.
-	Secret string `yaml:"secret"`
+	Secret Secret `yaml:"secret"`
 	// Allow lists hosts ("billing.internal", "*.corp"), IPs or CIDRs that
 	// task URLs may reach although private, loopback or link-local.
 	Allow []string `yaml:"allow"`
@@ -85,7 +89,7 @@ type Tasks struct {
 	// Tokens are bearer tokens of task clients, each at least 16
 	// characters and not also in api.tokens: a task client submits tasks
 	// and sees and retries its own only. Default none.
-	Tokens []string `yaml:"tokens"`
+	Tokens Secrets `yaml:"tokens"`
 }
 
 // Retention bounds how long records are kept; pruning runs in the
@@ -104,7 +108,7 @@ type Retention struct {
 // Metrics configures GET /metrics.
 type Metrics struct {
 	// Token, if set, must be sent as a bearer token to read /metrics.
-	Token string `yaml:"token"`
+	Token Secret `yaml:"token"`
 }
 
 // Log configures the process logger.
@@ -119,7 +123,7 @@ type Log struct {
 type NATS struct {
 	// URL of an external NATS server; comma-separated for a cluster.
 	// Empty (the default) runs an embedded JetStream server in-process.
-	URL string `yaml:"url"`
+	URL URL `yaml:"url"`
 	// Port makes the embedded server listen for clients on 127.0.0.1:Port.
 	// Default 0: no listener, in-process connections only.
 	Port int `yaml:"port"`
@@ -186,7 +190,7 @@ type Source struct {
 	Verify string `yaml:"verify"`
 	// Secrets are tried in turn; any may match (secret rotation).
 	// Required unless Verify is none, and refused with none.
-	Secrets []string `yaml:"secrets"`
+	Secrets Secrets `yaml:"secrets"`
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
 	// standard). Default 5m.
 	Tolerance time.Duration `yaml:"tolerance"`
@@ -194,7 +198,7 @@ type Source struct {
 	MaxBody int `yaml:"max_body"`
 
 	// HMAC configures verify: hmac.
-	HMAC HMAC `yaml:"hmac"`
+	HMAC HMAC `yaml:"hmac,omitempty"`
 
 	// IDHeader / IDField say where the event ID is: a request header, or a
 	// dot-separated JSON field path ("data.id"). Defaults per scheme: stripe
@@ -226,7 +230,7 @@ type API struct {
 	// Tokens are operators' bearer tokens, each at least 16 characters:
 	// they see and act on everything under /v1, every token's tasks
 	// included. Default none (with no tasks.tokens either, /v1 is disabled).
-	Tokens []string `yaml:"tokens"`
+	Tokens Secrets `yaml:"tokens"`
 }
 
 // Route delivers events from some sources to one downstream URL.
@@ -239,14 +243,14 @@ type Route struct {
 	// characters, dots included. Empty: every event.
 	Events []string `yaml:"events"`
 	// URL is the downstream, http or https. Required.
-	URL string `yaml:"url"`
+	URL URL `yaml:"url"`
 	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").
 	// Empty: requests are unsigned.
-	Secret string `yaml:"secret"`
+	Secret Secret `yaml:"secret"`
 	// Timeout per attempt. Default 15s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Headers are added to every request.
-	Headers map[string]string `yaml:"headers"`
+	Headers Headers `yaml:"headers"`
 	// Concurrency is the most attempts in flight. Default 8.
 	Concurrency int `yaml:"concurrency"`
 	// Rate is the most requests per second; 0 (default) is unlimited.

@@ -101,23 +101,23 @@ func TestFullExample(t *testing.T) {
 		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256},
 		Sources: []Source{
 			{
-				Name: "stripe", Verify: "stripe", Secrets: []string{"whsec_old", "whsec_new"},
+				Name: "stripe", Verify: "stripe", Secrets: Secrets{"whsec_old", "whsec_new"},
 				Tolerance: 10 * time.Minute, MaxBody: 2097152,
 				IDField: "id", TypeField: "type",
 			},
 			{
-				Name: "shop", Verify: "hmac", Secrets: []string{"s3cr\"et: with: colons"},
+				Name: "shop", Verify: "hmac", Secrets: Secrets{"s3cr\"et: with: colons"},
 				Tolerance: DefaultTolerance, MaxBody: DefaultMaxBody,
 				HMAC:     HMAC{Header: "X-Shop-Signature", Prefix: "sha512=", Algorithm: "sha512", Encoding: "base64"},
 				IDHeader: "X-Shop-Delivery", TypeHeader: "X-Shop-Topic",
 			},
 			{
-				Name: "svix", Verify: "standard", Secrets: []string{testStandardSecret},
+				Name: "svix", Verify: "standard", Secrets: Secrets{testStandardSecret},
 				Tolerance: DefaultTolerance, MaxBody: DefaultMaxBody,
 				IDField: "data.event_id", TypeField: "data.kind",
 			},
 		},
-		API: API{Tokens: []string{"0123456789abcdef0123"}},
+		API: API{Tokens: Secrets{"0123456789abcdef0123"}},
 		Routes: []Route{{
 			Name:             "billing",
 			Sources:          []string{"stripe", "shop"},
@@ -140,7 +140,7 @@ func TestFullExample(t *testing.T) {
 			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Concurrency: 4, Retries: 1,
 			RetryWaitMin: 200 * time.Millisecond, RetryWaitMax: 3 * time.Second,
 			Schedule: []time.Duration{time.Minute, time.Hour}, MaxBody: 65536,
-			Tokens: []string{"task-client-token-0123456789"},
+			Tokens: Secrets{"task-client-token-0123456789"},
 		},
 		Retention: Retention{Events: 240 * time.Hour, Attempts: 72 * time.Hour, Interval: 5 * time.Minute},
 		Metrics:   Metrics{Token: "metrics-token-0123456789"},
@@ -423,7 +423,7 @@ routes:
 		t.Errorf("nats port %d connect_timeout %v", c.NATS.Port, c.NATS.ConnectTimeout)
 	}
 	s := vars["STRIPE_WEBHOOK_SECRET"]
-	if want := []string{s, "pre-" + s + "-post"}; !slices.Equal(c.Sources[0].Secrets, want) {
+	if want := []string{s, "pre-" + s + "-post"}; !slices.Equal(c.Sources[0].Secrets.Reveal(), want) {
 		t.Errorf("secrets %q, want %q", c.Sources[0].Secrets, want)
 	}
 	if len(c.Sources) != 1 || c.Sources[0].IDField != "id" {
@@ -432,10 +432,10 @@ routes:
 	if c.API.Tokens[0] != "tok-0123456789abcdef" {
 		t.Errorf("token %q", c.API.Tokens[0])
 	}
-	if want := "http://example.com/${NOT_EXPANDED}/$HOME/a$$b/cost$"; c.Routes[0].URL != want {
+	if want := "http://example.com/${NOT_EXPANDED}/$HOME/a$$b/cost$"; c.Routes[0].URL.Reveal() != want {
 		t.Errorf("url %q, want %q", c.Routes[0].URL, want)
 	}
-	if want := map[string]string{"X-Hdr": "v1"}; !reflect.DeepEqual(c.Routes[0].Headers, want) {
+	if want := (Headers{"X-Hdr": "v1"}); !reflect.DeepEqual(c.Routes[0].Headers, want) {
 		t.Errorf("headers %q", c.Routes[0].Headers)
 	}
 }
@@ -628,7 +628,7 @@ routes:
       X-B: "2"
 `, nil)
 	r2 := c.Routes[1]
-	if r2.Name != "r2" || r2.URL != "http://x" || r2.Retries != 0 || !reflect.DeepEqual(r2.Headers, map[string]string{"X-A": "1", "X-B": "2"}) {
+	if r2.Name != "r2" || r2.URL != "http://x" || r2.Retries != 0 || !reflect.DeepEqual(r2.Headers, Headers{"X-A": "1", "X-B": "2"}) {
 		t.Errorf("r2 = %+v", r2)
 	}
 	err := parseErr(t, `

@@ -2,54 +2,10 @@ package config
 
 import (
 	"net/url"
-	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
-
-// Masked returns a deep copy of c with every secret replaced by a short
-// hint (see MaskSecret), for showing a configuration to people: `gateway
-// check-config` prints it. c itself is not changed and shares no slice or
-// map with the copy. Masked are:
-//
-//   - sources[].secrets[], api.tokens[] and routes[].secret;
-//   - routes[].headers values whose name is Authorization,
-//     Proxy-Authorization or Cookie, or contains "token", "secret", "key"
-//     or "password" (case-insensitive);
-//   - the password in the userinfo of nats.url (each URL of a cluster list)
-//     and routes[].url, and a NATS userinfo without password (nats://TOKEN@host,
-//     a token); query values of routes[].url whose name matches the header
-//     rule above (?token=..., ?api_key=...) or whose value looks like a
-//     token (see tokenLike; Azure's ?code=...);
-//   - segments of a routes[].url path that look like tokens (see
-//     tokenLike), as in Slack's and Discord's webhook URLs.
-func (c *Config) Masked() *Config {
-	if c == nil {
-		return nil
-	}
-	m := deepCopy(reflect.ValueOf(c).Elem()).Addr().Interface().(*Config)
-
-	m.NATS.URL = maskNATSURL(m.NATS.URL)
-	for i := range m.Sources {
-		maskAll(m.Sources[i].Secrets)
-	}
-	maskAll(m.API.Tokens)
-	maskAll(m.Tasks.Tokens)
-	m.Tasks.Secret = MaskSecret(m.Tasks.Secret)
-	m.Metrics.Token = MaskSecret(m.Metrics.Token)
-	for i := range m.Routes {
-		r := &m.Routes[i]
-		r.Secret = MaskSecret(r.Secret)
-		r.URL = maskURL(r.URL, false)
-		for name, v := range r.Headers {
-			if secretName(name) {
-				r.Headers[name] = MaskSecret(v)
-			}
-		}
-	}
-	return m
-}
 
 // MaskSecret returns a hint of secret s that does not give it away: ""
 // for "", "****" for a secret shorter than 12 characters, otherwise its
@@ -75,12 +31,6 @@ func MaskSecret(s string) string {
 	return prefix + "…(" + strconv.Itoa(n) + " chars)"
 }
 
-func maskAll(ss []string) {
-	for i, s := range ss {
-		ss[i] = MaskSecret(s)
-	}
-}
-
 // secretName reports whether a header (or URL query parameter) named name
 // carries a credential.
 func secretName(name string) bool {
@@ -95,18 +45,6 @@ func secretName(name string) bool {
 		}
 	}
 	return false
-}
-
-// maskNATSURL masks each URL of a comma-separated NATS server list.
-func maskNATSURL(s string) string {
-	if s == "" {
-		return s
-	}
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		parts[i] = maskURL(p, true)
-	}
-	return strings.Join(parts, ",")
 }
 
 // maskURL replaces the password of raw's userinfo (and the user too when
@@ -207,60 +145,4 @@ func maskQuery(tail string) string {
 		}
 	}
 	return tail[:q+1] + strings.Join(params, "&") + frag
-}
-
-// deepCopy returns an addressable copy of v that shares no pointer, slice
-// or map with it. It works on any type, so fields added to Config later are
-// copied too.
-func deepCopy(v reflect.Value) reflect.Value {
-	out := reflect.New(v.Type()).Elem()
-	copyInto(out, v)
-	return out
-}
-
-func copyInto(dst, src reflect.Value) {
-	switch src.Kind() {
-	case reflect.Struct:
-		dst.Set(src) // unexported fields too, shallowly
-		for i := 0; i < src.NumField(); i++ {
-			if dst.Field(i).CanSet() {
-				copyInto(dst.Field(i), src.Field(i))
-			}
-		}
-	case reflect.Array:
-		for i := 0; i < src.Len(); i++ {
-			copyInto(dst.Index(i), src.Index(i))
-		}
-	case reflect.Slice:
-		if src.IsNil() {
-			dst.SetZero()
-			return
-		}
-		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
-		for i := 0; i < src.Len(); i++ {
-			copyInto(s.Index(i), src.Index(i))
-		}
-		dst.Set(s)
-	case reflect.Map:
-		if src.IsNil() {
-			dst.SetZero()
-			return
-		}
-		m := reflect.MakeMapWithSize(src.Type(), src.Len())
-		for it := src.MapRange(); it.Next(); {
-			k, v := deepCopy(it.Key()), deepCopy(it.Value())
-			m.SetMapIndex(k, v)
-		}
-		dst.Set(m)
-	case reflect.Pointer:
-		if src.IsNil() {
-			dst.SetZero()
-			return
-		}
-		p := reflect.New(src.Type().Elem())
-		copyInto(p.Elem(), src.Elem())
-		dst.Set(p)
-	default:
-		dst.Set(src)
-	}
 }

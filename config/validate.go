@@ -84,7 +84,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveDuration("retention.attempts", c.Retention.Attempts)
 	v.positiveDuration("retention.interval", c.Retention.Interval)
 	c.validateHTTP(v)
-	if tok := c.Metrics.Token; tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
+	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}
 	return errors.Join(v.errs...)
@@ -93,22 +93,22 @@ func (c *Config) validate(set func(path string) bool) error {
 // validateTokens checks api.tokens and tasks.tokens: a token is an
 // operator's or a task client's, never both.
 func (c *Config) validateTokens(v *validator) {
-	operators := map[string]bool{}
+	operators := map[Secret]bool{}
 	for _, tok := range c.API.Tokens {
 		operators[tok] = true
 	}
 	for _, list := range []struct {
 		key    string
-		tokens []string
+		tokens Secrets
 	}{{"api.tokens", c.API.Tokens}, {"tasks.tokens", c.Tasks.Tokens}} {
 		for i, tok := range list.tokens {
 			p := fmt.Sprintf("%s[%d]", list.key, i)
 			switch {
 			case tok == "":
 				v.errorf(p, "empty token")
-			case utf8.RuneCountInString(tok) < MinTokenLength:
+			case utf8.RuneCountInString(tok.Reveal()) < MinTokenLength:
 				v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
-			case strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+			case strings.IndexFunc(tok.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
 				v.errorf(p, "must not contain spaces or control characters")
 			case list.key == "tasks.tokens" && operators[tok]:
 				v.errorf(p, "also in api.tokens: a token is an operator's or a task client's, not both")
@@ -120,7 +120,7 @@ func (c *Config) validateTokens(v *validator) {
 func (c *Config) validateTasks(v *validator) {
 	t := &c.Tasks
 	if t.Secret != "" {
-		if _, err := signature.DecodeStandardSecret(t.Secret); err != nil {
+		if _, err := signature.DecodeStandardSecret(t.Secret.Reveal()); err != nil {
 			v.errorf("tasks.secret", "invalid standard webhooks secret: %v", err)
 		}
 	}
@@ -189,7 +189,7 @@ func validPort(s string) bool {
 func (c *Config) validateNATS(v *validator) {
 	n := &c.NATS
 	if n.URL != "" {
-		for _, u := range strings.Split(n.URL, ",") {
+		for _, u := range strings.Split(n.URL.Reveal(), ",") {
 			if strings.TrimSpace(u) == "" {
 				v.errorf("nats.url", "empty server in comma-separated list")
 				break
@@ -250,7 +250,7 @@ func (c *Config) validateSources(v *validator) {
 		case len(s.Secrets) == 0:
 			v.errorf(p+".secrets", "required for verify: %s", s.Verify)
 		default:
-			for j, sec := range s.Secrets {
+			for j, sec := range s.Secrets.Reveal() {
 				sp := fmt.Sprintf("%s.secrets[%d]", p, j)
 				switch {
 				case sec == "":
@@ -365,12 +365,12 @@ func (c *Config) validateRoutes(v *validator) {
 		// The URL is not echoed: it may carry credentials.
 		if r.URL == "" {
 			v.errorf(p+".url", "required")
-		} else if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		} else if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
 			v.errorf(p+".url", "must be an absolute http:// or https:// URL with a host")
 		}
 
 		if r.Secret != "" {
-			if _, err := signature.DecodeStandardSecret(r.Secret); err != nil {
+			if _, err := signature.DecodeStandardSecret(r.Secret.Reveal()); err != nil {
 				v.errorf(p+".secret", "invalid standard webhooks secret: %v", err)
 			}
 		}

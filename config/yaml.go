@@ -1,10 +1,7 @@
 package config
 
 import (
-	"cmp"
-	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,96 +9,42 @@ import (
 )
 
 // MarshalYAML makes yaml.Marshal write a Config with the keys Parse reads,
-// in the order of the fields, and durations the way they are usually
-// written: "5m", "1h30m", "100ms" rather than "5m0s". Empty lists and maps
-// are written as [] and {}; a nested mapping whose fields are all zero
-// (the hmac of a source that does not use it) is left out. Parse reads the
-// output back to an equal Config (but for nil versus empty lists and maps).
-// Use Masked first to hide the secrets.
+// in the order of the fields, secrets masked (see Secret), and durations
+// the way they are usually written: "5m", "1h30m", "100ms" rather than
+// "5m0s"; a list of durations on one line. An hmac mapping whose fields are
+// all empty is left out, as are api and metrics without tokens. yaml.v3
+// does the encoding; only the durations are rewritten.
 func (c Config) MarshalYAML() (any, error) {
-	return yamlNode(reflect.ValueOf(c))
-}
-
-// yamlNode builds the YAML node of v, following yaml tags as Parse does.
-func yamlNode(v reflect.Value) (*yaml.Node, error) {
-	if v.Type() == durationType {
-		return scalarNode(FormatDuration(time.Duration(v.Int())))
-	}
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
-		}
-		return yamlNode(v.Elem())
-	case reflect.Struct:
-		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = strings.ToLower(f.Name)
-			}
-			if fv := v.Field(i); fv.Kind() == reflect.Struct && fv.IsZero() {
-				// Left out, as a file would: Parse refuses an hmac
-				// mapping on a source whose verify is not hmac.
-				continue
-			}
-			val, err := yamlNode(v.Field(i))
-			if err != nil {
-				return nil, err
-			}
-			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name}, val)
-		}
-		return n, nil
-	case reflect.Slice, reflect.Array:
-		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-		if v.Type().Elem() == durationType {
-			n.Style = yaml.FlowStyle // schedule: [1m, 5m, 30m]
-		}
-		for i := 0; i < v.Len(); i++ {
-			item, err := yamlNode(v.Index(i))
-			if err != nil {
-				return nil, err
-			}
-			n.Content = append(n.Content, item)
-		}
-		return n, nil
-	case reflect.Map:
-		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-		keys := v.MapKeys()
-		slices.SortFunc(keys, func(a, b reflect.Value) int {
-			return cmp.Compare(fmt.Sprint(a.Interface()), fmt.Sprint(b.Interface()))
-		})
-		for _, k := range keys {
-			kn, err := yamlNode(k)
-			if err != nil {
-				return nil, err
-			}
-			vn, err := yamlNode(v.MapIndex(k))
-			if err != nil {
-				return nil, err
-			}
-			n.Content = append(n.Content, kn, vn)
-		}
-		return n, nil
-	}
-	return scalarNode(v.Interface())
-}
-
-// scalarNode encodes a plain value, quoted where YAML needs it.
-func scalarNode(v any) (*yaml.Node, error) {
+	type plain Config // without this method
 	var n yaml.Node
-	if err := n.Encode(v); err != nil {
+	if err := n.Encode(plain(c)); err != nil {
 		return nil, err
 	}
+	shortDurations(&n, reflect.TypeFor[Config]())
 	return &n, nil
+}
+
+// shortDurations rewrites the durations in n, the encoding of a value of
+// type t, with FormatDuration.
+func shortDurations(n *yaml.Node, t reflect.Type) {
+	switch {
+	case t == durationType:
+		if d, err := time.ParseDuration(n.Value); err == nil {
+			n.Value = FormatDuration(d)
+		}
+	case t.Kind() == reflect.Slice:
+		if t.Elem() == durationType {
+			n.Style = yaml.FlowStyle // schedule: [1m, 5m, 30m]
+		}
+		for _, item := range n.Content {
+			shortDurations(item, t.Elem())
+		}
+	case t.Kind() == reflect.Struct:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			shortDurations(n.Content[i+1], fields[n.Content[i].Value].Type)
+		}
+	}
 }
 
 // FormatDuration formats d like time.Duration.String without the zero

@@ -137,13 +137,13 @@ func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*
 func newVerifier(sc config.Source) (signature.Verifier, error) {
 	switch sc.Verify {
 	case "stripe":
-		return signature.NewStripe(sc.Secrets, sc.Tolerance)
+		return signature.NewStripe(sc.Secrets.Reveal(), sc.Tolerance)
 	case "standard":
-		return signature.NewStandard(sc.Secrets, sc.Tolerance)
+		return signature.NewStandard(sc.Secrets.Reveal(), sc.Tolerance)
 	case "github":
-		return signature.NewGitHub(sc.Secrets)
+		return signature.NewGitHub(sc.Secrets.Reveal())
 	case "hmac":
-		return signature.NewHMAC(sc.Secrets, signature.HMACOptions{
+		return signature.NewHMAC(sc.Secrets.Reveal(), signature.HMACOptions{
 			Header: sc.HMAC.Header, Prefix: sc.HMAC.Prefix,
 			Algorithm: sc.HMAC.Algorithm, Encoding: sc.HMAC.Encoding,
 		})

@@ -174,7 +174,7 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 		d.State = prev.State
 	}
 
-	url, method := r.cfg.URL, http.MethodPost
+	url, method := r.cfg.URL.Reveal(), http.MethodPost
 	if ev.url != "" {
 		url = ev.url
 	}

@@ -41,7 +41,7 @@ func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
 	}
 	if rc.Secret != "" {
-		key, err := signature.DecodeStandardSecret(rc.Secret)
+		key, err := signature.DecodeStandardSecret(rc.Secret.Reveal())
 		if err != nil {
 			return nil, fmt.Errorf("route %s: secret: %w", rc.Name, err)
 		}

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -99,18 +100,21 @@ func TestCLICheckConfig(t *testing.T) {
 			}
 		}
 
-		// The output is exactly the loaded config, masked.
+		// The output is exactly the loaded config, whose YAML is masked.
 		loaded, err := config.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := yaml.Marshal(loaded.Masked())
-		again, _ := yaml.Marshal(&got)
-		if !bytes.Equal(again, want) {
-			t.Errorf("%q: output is not the masked config:\n%s\nwant\n%s", args, again, want)
+		want, _ := yaml.Marshal(loaded)
+		var gotTree, wantTree any
+		if err := errors.Join(yaml.Unmarshal([]byte(stdout), &gotTree), yaml.Unmarshal(want, &wantTree)); err != nil {
+			t.Fatal(err)
 		}
-		if got.Sources[0].Secrets[0] != config.MaskSecret(cliStripeSecret) || got.Sources[0].Secrets[1] != "****" ||
-			got.API.Tokens[0] != config.MaskSecret(cliAPIToken) || got.Routes[0].Secret != config.MaskSecret(cliRouteSecret) ||
+		if !reflect.DeepEqual(gotTree, wantTree) {
+			t.Errorf("%q: output is not the masked config:\n%s\nwant\n%s", args, stdout, want)
+		}
+		if got.Sources[0].Secrets[0].Reveal() != config.MaskSecret(cliStripeSecret) || got.Sources[0].Secrets[1] != "****" ||
+			got.API.Tokens[0].Reveal() != config.MaskSecret(cliAPIToken) || got.Routes[0].Secret.Reveal() != config.MaskSecret(cliRouteSecret) ||
 			got.Routes[0].Timeout != config.DefaultRouteTimeout {
 			t.Errorf("%q: unexpected values: %+v", args, got)
 		}

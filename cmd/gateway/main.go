@@ -138,7 +138,8 @@ func serve(configPath string, stderr io.Writer) int {
 	return 0
 }
 
-// checkConfig loads the config and prints it resolved, secrets masked.
+// checkConfig loads the config and prints it resolved; its secrets mask
+// themselves in YAML.
 func checkConfig(configPath string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(configPath)
 	if err != nil {
@@ -149,7 +150,7 @@ func checkConfig(configPath string, stdout, stderr io.Writer) int {
 	out.WriteString("# valid configuration: defaults applied, ${NAME} expanded, secrets masked\n")
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
-	if err := errors.Join(enc.Encode(cfg.Masked()), enc.Close()); err != nil {
+	if err := errors.Join(enc.Encode(cfg), enc.Close()); err != nil {
 		printError(stderr, err)
 		return 1
 	}
