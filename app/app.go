@@ -23,6 +23,7 @@ import (
 	"github.com/hookgate/hookgate/inbound"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/relay"
 	"github.com/hookgate/hookgate/store"
 	"github.com/hookgate/hookgate/tasks"
 )
@@ -40,7 +41,7 @@ type App struct {
 
 	store  *store.Store
 	broker *jetstream.Broker
-	relay  *jetstream.Relay
+	relay  *relay.Relay
 	engine *outbound.Engine
 	egress *egress.Policy
 
@@ -202,17 +203,18 @@ func (a *App) startRelay(ctx context.Context) error {
 		Name: "hookgate_outbox_parked_total", Help: "Events the broker refused for their content, set aside (GET /v1/outbox/parked).",
 	})
 	a.Registry.MustRegister(published, publishErrors, parked)
-	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
+	// Before publishing anything, the relay has the broker create the
+	// stream with every route's consumer (an interest stream drops what no
+	// consumer wants), and puts back in the outbox what the stream lost
+	// that a route still owes.
+	a.broker.Declare(a.engine.ConsumerSet())
+	a.relay = relay.New(a.store, a.broker, relay.Config{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
 		OnParked:    func(*store.Event, error) { parked.Inc() },
-		// Before publishing anything: every route's consumer exists (an
-		// interest stream drops what no consumer wants), and what the
-		// stream lost while undelivered is back in the outbox.
-		Prepare: a.engine.Prepare,
+		Recovery:    &relay.Recovery{Store: a.store, Owed: a.engine},
 	}, a.log.With("component", "relay"))
-	a.relay.Start(ctx)
-	return nil
+	return a.relay.Start(ctx)
 }
 
 func (a *App) startHTTP(ctx context.Context) error {
@@ -336,7 +338,7 @@ func (a *App) Stop(ctx context.Context) error {
 			a.pruner.Stop()
 		}
 		if a.relay != nil {
-			a.relay.Stop()
+			_ = a.relay.Stop(ctx)
 		}
 		if a.broker != nil {
 			a.broker.Close()
