@@ -10,12 +10,14 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/jetstream"
@@ -278,5 +280,50 @@ func TestRelayParksRefusedEvent(t *testing.T) {
 	}
 	if parked.Load() != 1 {
 		t.Fatalf("OnParked called %d times for evt_big", parked.Load())
+	}
+}
+
+// claimingPublisher is what cluster mode puts in front of the broker: it
+// sees every event before it is published.
+type claimingPublisher struct {
+	*jetstream.Broker
+	claimed sync.Map // event ID → true
+}
+
+func (p *claimingPublisher) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, error) {
+	p.claimed.Store(ev.ID, true)
+	return p.Broker.PublishEvent(ev)
+}
+
+// The relay publishes through its Publisher.
+func TestRelayPublishesThroughPublisher(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, err := jetstream.Connect(ctx, jetstream.Config{StoreDir: t.TempDir(), Retention: "limits"}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pub := &claimingPublisher{Broker: b}
+	r := New(st, b, Config{Poll: 20 * time.Millisecond, Publisher: pub}, quietLog())
+	for i := range 5 {
+		claim(t, st, "stripe", fmt.Sprintf("evt_%d", i))
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(ctx)
+	waitFor(t, "the outbox empty", 10*time.Second, func() (bool, string) {
+		_, n, err := st.Counts(ctx)
+		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)
+	})
+	for i := range 5 {
+		if _, ok := pub.claimed.Load(fmt.Sprintf("evt_%d", i)); !ok {
+			t.Errorf("evt_%d was published without going through the Publisher", i)
+		}
 	}
 }
