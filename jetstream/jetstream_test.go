@@ -10,47 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/hookgate/hookgate/store"
-
-	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func runServer(t testing.TB, port int, dir string) *server.Server {
-	t.Helper()
-	return gatewaytest.RunNATS(t, port, dir)
-}
-
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	gatewaytest.WaitFor(t, what, timeout, cond)
-}
-
-func streamMsgs(t testing.TB, b *Broker) uint64 {
-	t.Helper()
-	s, err := b.JetStream().Stream(context.Background(), b.Stream())
-	if err != nil {
-		return 0
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		return 0
-	}
-	return info.State.Msgs
-}
-
-func claim(t testing.TB, st *store.Store, source, id string) {
-	t.Helper()
-	dup, err := st.Claim(context.Background(), &store.Event{Source: source, ID: id, Type: "invoice.paid",
-		Body: []byte(`{"id":"` + id + `"}`), ReceivedAt: time.Now()})
-	if err != nil || dup {
-		t.Fatalf("claim %s: dup=%v err=%v", id, dup, err)
-	}
-}
 
 func TestSubject(t *testing.T) {
 	tests := []struct{ source, typ, want string }{

@@ -80,7 +80,7 @@ func TestRelayAcrossNATSOutage(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Stop(context.Background())
+	defer func() { _ = r.Stop(context.Background()) }()
 
 	outbox := func() (bool, string) {
 		_, n, err := st.Counts(context.Background())
@@ -176,7 +176,7 @@ func TestRelayRecordsAcksAfterStoreRefused(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Stop(context.Background())
+	defer func() { _ = r.Stop(context.Background()) }()
 	waitFor(t, "outbox recorded", 10*time.Second, func() (bool, string) {
 		_, n, err := st.Counts(context.Background())
 		return err == nil && n == 0 && ob.refuse.Load() < 0, fmt.Sprintf("outbox %d, refusals left %d, err %v", n, ob.refuse.Load(), err)
@@ -216,7 +216,9 @@ func TestRelayStopRecordsRefusedAcks(t *testing.T) {
 		return n == 10 && ob.refuse.Load() < 1<<20-3, fmt.Sprintf("stream %d, refusals %d", n, 1<<20-ob.refuse.Load())
 	})
 	ob.refuse.Store(0)
-	r.Stop(context.Background())
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if _, n, err := st.Counts(context.Background()); err != nil || n != 0 {
 		t.Fatalf("outbox after stop = %d (%v), want 0", n, err)
 	}
@@ -266,7 +268,7 @@ func TestRelayParksRefusedEvent(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Stop(context.Background())
+	defer func() { _ = r.Stop(context.Background()) }()
 	waitFor(t, "the outbox empty", 10*time.Second, func() (bool, string) {
 		_, n, err := st.Counts(context.Background())
 		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)
@@ -316,7 +318,7 @@ func TestRelayPublishesThroughPublisher(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Stop(ctx)
+	defer func() { _ = r.Stop(ctx) }()
 	waitFor(t, "the outbox empty", 10*time.Second, func() (bool, string) {
 		_, n, err := st.Counts(ctx)
 		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)
