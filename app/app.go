@@ -1,6 +1,7 @@
 // Package app wires hookgate together. Start runs the ordered start-up steps
-// (store, broker, outbox relay, HTTP), each returning an error; Stop undoes
-// them in reverse within the caller's deadline.
+// (store, broker, outbox relay, deliveries, retention, HTTP), each returning
+// an error and recording the service it started; Stop stops those in
+// reverse within the caller's deadline.
 package app
 
 import (
@@ -21,8 +22,10 @@ import (
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/inbound"
+	"github.com/hookgate/hookgate/internal/startstop"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/relay"
 	"github.com/hookgate/hookgate/store"
 	"github.com/hookgate/hookgate/tasks"
 )
@@ -40,7 +43,7 @@ type App struct {
 
 	store  *store.Store
 	broker *jetstream.Broker
-	relay  *jetstream.Relay
+	relay  *relay.Relay
 	engine *outbound.Engine
 	egress *egress.Policy
 
@@ -53,8 +56,20 @@ type App struct {
 	pruner        *store.Pruner
 	outboxAge     *outboxAge
 
+	running  []service // started, in order; Stop stops them in reverse
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// service is a started service, by the name its Stop error carries.
+type service struct {
+	name string
+	svc  startstop.Stopper
+}
+
+// started records that the start-up started s: Stop stops it.
+func (a *App) started(name string, s startstop.Stopper) {
+	a.running = append(a.running, service{name, s})
 }
 
 // New returns an App for cfg; Start runs it.
@@ -90,8 +105,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	return errors.Join(serveErr, a.Stop(stopCtx))
 }
 
-// Start runs the start-up steps in order. On error, call Stop to release
-// what was started.
+// Start runs the start-up steps in order. On error, call Stop to stop what
+// was started.
 func (a *App) Start(ctx context.Context) error {
 	steps := []struct {
 		name string
@@ -103,7 +118,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
-		{"start retention", a.startOps},
+		{"start retention", a.startRetention},
 		{"start http", a.startHTTP},
 	}
 	for _, s := range steps {
@@ -148,22 +163,24 @@ func (a *App) openStore(ctx context.Context) error {
 		return err
 	}
 	a.store = s
+	a.started("store", s)
 	a.outboxAge = &outboxAge{read: s.OutboxOldest}
 	return nil
 }
 
 func (a *App) connectBroker(ctx context.Context) error {
 	n := a.cfg.NATS
-	b, err := jetstream.Connect(ctx, jetstream.Config{
+	b := jetstream.New(jetstream.Config{
 		URL: n.URL.Reveal(), Port: n.Port, StoreDir: n.StoreDir,
 		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
 		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
 		ConnectTimeout: n.ConnectTimeout,
 	}, a.log.With("component", "jetstream"))
-	if err != nil {
+	if err := b.Start(ctx); err != nil {
 		return err
 	}
 	a.broker = b
+	a.started("broker", b)
 	return nil
 }
 
@@ -188,7 +205,20 @@ func (a *App) buildEngine(ctx context.Context) error {
 }
 
 func (a *App) startEngine(ctx context.Context) error {
-	return a.engine.Start(ctx)
+	if err := a.engine.Start(ctx); err != nil {
+		return err
+	}
+	a.started("deliveries", deliveries{a.engine})
+	return nil
+}
+
+// deliveries gives the engine's Stop, which returns nothing, the shape of
+// the other services.
+type deliveries struct{ *outbound.Engine }
+
+func (d deliveries) Stop(ctx context.Context) error {
+	d.Engine.Stop(ctx)
+	return nil
 }
 
 func (a *App) startRelay(ctx context.Context) error {
@@ -202,16 +232,21 @@ func (a *App) startRelay(ctx context.Context) error {
 		Name: "hookgate_outbox_parked_total", Help: "Events the broker refused for their content, set aside (GET /v1/outbox/parked).",
 	})
 	a.Registry.MustRegister(published, publishErrors, parked)
-	a.relay = jetstream.NewRelay(a.broker, a.store, jetstream.RelayConfig{
+	// Before publishing anything, the relay has the broker create the
+	// stream with every route's consumer (an interest stream drops what no
+	// consumer wants), and puts back in the outbox what the stream lost
+	// that a route still owes.
+	a.broker.Declare(a.engine.ConsumerSet())
+	a.relay = relay.New(a.store, a.broker, relay.Config{
 		OnPublished: func(n int) { published.Add(float64(n)) },
 		OnError:     func(error) { publishErrors.Inc() },
 		OnParked:    func(*store.Event, error) { parked.Inc() },
-		// Before publishing anything: every route's consumer exists (an
-		// interest stream drops what no consumer wants), and what the
-		// stream lost while undelivered is back in the outbox.
-		Prepare: a.engine.Prepare,
+		Recovery:    &relay.Recovery{Store: a.store, Owed: a.engine},
 	}, a.log.With("component", "relay"))
-	a.relay.Start(ctx)
+	if err := a.relay.Start(ctx); err != nil {
+		return err
+	}
+	a.started("relay", a.relay)
 	return nil
 }
 
@@ -284,8 +319,36 @@ func (a *App) startHTTP(ctx context.Context) error {
 		"open_file_limit", nofile, "read_timeout", hc.ReadTimeout, "idle_timeout", hc.IdleTimeout,
 		"write_timeout", hc.WriteTimeout, "body_memory", hc.BodyMemory, "max_body", limit)
 	go func() { a.served <- a.http.Listener(a.conns) }()
+	a.started("http", stopFunc(a.stopHTTP))
 	return nil
 }
+
+// stopHTTP stops taking requests and answers those in flight.
+func (a *App) stopHTTP(ctx context.Context) error {
+	// Connections that never sent a request would hold the shutdown until
+	// its deadline: close them as it runs.
+	stopSweep := make(chan struct{})
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			a.conns.closeUnused()
+			select {
+			case <-stopSweep:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := a.http.ShutdownWithContext(ctx)
+	close(stopSweep)
+	return err
+}
+
+// stopFunc is a Stop of the app's own.
+type stopFunc func(ctx context.Context) error
+
+func (f stopFunc) Stop(ctx context.Context) error { return f(ctx) }
 
 // Addr is the HTTP listen address (useful with port 0).
 func (a *App) Addr() string {
@@ -301,49 +364,17 @@ func (a *App) Store() *store.Store { return a.store }
 // Broker returns the app's broker (for tests and tools).
 func (a *App) Broker() *jetstream.Broker { return a.broker }
 
-// Stop stops taking requests, answers those in flight, lets deliveries in
-// flight finish (or hands them back at the deadline), stops the relay,
-// closes NATS and the embedded server, then the store. Safe to call twice.
+// Stop stops what Start started, in reverse: it stops taking requests and
+// answers those in flight, stops retention, lets deliveries in flight
+// finish (or hands them back at the deadline), stops the relay, closes
+// NATS and the embedded server, then the store. Safe to call twice.
 func (a *App) Stop(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		var errs []error
-		if a.http != nil {
-			// Connections that never sent a request would hold the
-			// shutdown until its deadline: close them as it runs.
-			stopSweep := make(chan struct{})
-			go func() {
-				t := time.NewTicker(50 * time.Millisecond)
-				defer t.Stop()
-				for {
-					a.conns.closeUnused()
-					select {
-					case <-stopSweep:
-						return
-					case <-t.C:
-					}
-				}
-			}()
-			err := a.http.ShutdownWithContext(ctx)
-			close(stopSweep)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			}
-		}
-		if a.engine != nil {
-			a.engine.Stop(ctx)
-		}
-		if a.pruner != nil {
-			a.pruner.Stop()
-		}
-		if a.relay != nil {
-			a.relay.Stop()
-		}
-		if a.broker != nil {
-			a.broker.Close()
-		}
-		if a.store != nil {
-			if err := a.store.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close store: %w", err))
+		for i := len(a.running) - 1; i >= 0; i-- {
+			s := a.running[i]
+			if err := s.svc.Stop(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
 			}
 		}
 		a.stopErr = errors.Join(errs...)

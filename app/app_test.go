@@ -3,12 +3,14 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/store"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
@@ -151,5 +154,36 @@ func TestStartFailsClearly(t *testing.T) {
 	a.Stop(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "listen 127.0.0.1:99999") {
 		t.Fatalf("Start = %v, want a listen error", err)
+	}
+}
+
+// Start records each service it started, in order; Stop stops them in
+// reverse, once: after a start that failed at its last step, the store and
+// the broker are closed.
+func TestStopUnwindsWhatStarted(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.Listen = "127.0.0.1:99999"
+	a := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Start(context.Background()); err == nil {
+		t.Fatal("Start succeeded on a bad listen address")
+	}
+	var names []string
+	for _, s := range a.running {
+		names = append(names, s.name)
+	}
+	if want := []string{"store", "broker", "relay", "deliveries", "retention"}; !slices.Equal(names, want) {
+		t.Fatalf("started %v, want %v (http failed)", names, want)
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatalf("a second Stop: %v", err)
+	}
+	if _, err := a.Store().Claim(context.Background(), &store.Event{Source: "stripe", ID: "late"}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Claim after Stop = %v, want store.ErrClosed", err)
+	}
+	if a.Broker().Conn().IsConnected() {
+		t.Fatal("the broker is still connected after Stop")
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/hookgate/hookgate/store"
 )
 
 // registerOps mounts the operational endpoints, none of which takes the
@@ -28,24 +26,6 @@ func (a *App) registerOps(r fiber.Router) {
 	r.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	r.Get("/readyz", ready.serve)
 	r.Get("/metrics", a.metricsHandler())
-}
-
-// startOps starts what runs beside intake and delivery: the store gauges
-// and the retention pruner.
-func (a *App) startOps(ctx context.Context) error {
-	onPruned := a.registerStoreMetrics()
-	r := a.cfg.Retention
-	a.pruner = store.NewPruner(a.store, store.PrunerConfig{
-		Events:   r.Events,
-		Attempts: r.Attempts,
-		Interval: r.Interval,
-		Keep: func(ev *store.OldEvent) bool {
-			return !a.engine.Finished(ev.Source, ev.Type, ev.Terminal, ev.Open)
-		},
-		OnPruned: onPruned,
-	}, a.log.With("component", "retention"))
-	a.pruner.Start(ctx)
-	return nil
 }
 
 const (

@@ -1,6 +1,8 @@
-// Package jetstream connects hookgate to NATS JetStream: it runs an embedded
-// nats-server (or connects to an external NATS), keeps the events stream in
-// place, and relays accepted events from the store's outbox to the stream.
+// Package jetstream is the broker: it runs an embedded nats-server (or
+// connects to an external NATS), keeps the events stream in place with the
+// consumers the deliveries declare (EnsureTopology), repairs a broken
+// stream, and defines the event messages on it (subject, headers, MsgID).
+// The relay (package relay) publishes to it; outbound consumes from it.
 //
 // JetStream carries the work; SQLite is the record. Everything the stream
 // loses is published again from the store, so the embedded server's fsync
@@ -73,14 +75,17 @@ type Broker struct {
 	streamMu      sync.Mutex
 	streamReady   bool
 	streamCreated time.Time // the stream's creation time, as EnsureStream last saw it
-	closeOnce     sync.Once
+
+	consumersMu sync.Mutex
+	consumers   ConsumerSet // declared by the deliveries (Declare)
+
+	lifeMu  sync.Mutex
+	started bool
+	stopped bool
 }
 
-// Connect starts the embedded server when cfg.URL is empty, connects, and
-// makes sure the events stream exists. With an external NATS that is down,
-// Connect still succeeds: the connection keeps retrying and the stream is
-// created once NATS answers (see EnsureStream).
-func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+// New returns a broker for cfg; Start connects it.
+func New(cfg Config, log *slog.Logger) *Broker {
 	if cfg.Name == "" {
 		cfg.Name = "hookgate"
 	}
@@ -93,7 +98,43 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error)
 	if cfg.DuplicateWindow <= 0 {
 		cfg.DuplicateWindow = 20 * time.Second
 	}
-	b := &Broker{cfg: cfg, log: log}
+	return &Broker{cfg: cfg, log: log}
+}
+
+// Connect is New and Start.
+func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error) {
+	b := New(cfg, log)
+	if err := b.Start(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Start starts the embedded server when cfg.URL is empty, connects, and
+// makes sure the events stream exists. With an external NATS that is down,
+// Start still succeeds: the connection keeps retrying and the stream is
+// created once NATS answers (see EnsureStream). A failed Start leaves
+// nothing running; starting a started broker does nothing, and a stopped
+// one does not start again.
+func (b *Broker) Start(ctx context.Context) error {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	switch {
+	case b.stopped:
+		return errors.New("jetstream: the broker was stopped")
+	case b.started:
+		return nil
+	}
+	if err := b.start(ctx); err != nil {
+		b.shutdown()
+		return err
+	}
+	b.started = true
+	return nil
+}
+
+func (b *Broker) start(ctx context.Context) error {
+	cfg, log := b.cfg, b.log
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
@@ -111,7 +152,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error)
 	if url == "" {
 		srv, err := startServer(cfg, log)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.srv = srv
 		url = srv.ClientURL()
@@ -119,8 +160,7 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("jetstream: connect: %w", err)
+		return fmt.Errorf("jetstream: connect: %w", err)
 	}
 	b.nc = nc
 	b.js, err = natsjs.New(nc,
@@ -128,19 +168,17 @@ func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*Broker, error)
 		natsjs.WithPublishAsyncTimeout(5*time.Second),
 		natsjs.WithDefaultTimeout(5*time.Second))
 	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return fmt.Errorf("jetstream: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
 	if err := b.EnsureStream(ctx); err != nil {
 		if b.srv != nil {
-			b.Close()
-			return nil, err
+			return err
 		}
 		log.Warn("nats not ready; stream will be created when it is", "err", err)
 	}
-	return b, nil
+	return nil
 }
 
 // startServer runs the embedded nats-server with JetStream and waits until
@@ -214,33 +252,6 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	return nil
 }
 
-// streamIncarnation is the creation time of the stream EnsureStream last
-// found or created: another value means the stream was created anew.
-func (b *Broker) streamIncarnation() time.Time {
-	b.streamMu.Lock()
-	defer b.streamMu.Unlock()
-	return b.streamCreated
-}
-
-// currentIncarnation asks the server for the stream's creation time.
-func (b *Broker) currentIncarnation(ctx context.Context) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := b.js.Stream(ctx, b.cfg.Stream)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return s.CachedInfo().Created, nil
-}
-
-// streamLost forgets that the stream exists, so the next EnsureStream
-// recreates it.
-func (b *Broker) streamLost() {
-	b.streamMu.Lock()
-	b.streamReady = false
-	b.streamMu.Unlock()
-}
-
 // MaxPayload is the largest message the broker takes, headers included:
 // EmbeddedMaxPayload for the embedded server, else what the external
 // server announced at connect (0 while it has not been reached).
@@ -284,7 +295,7 @@ func (b *Broker) Repair(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	b.log.Warn("the events stream is broken; deleting it to create it again", "err", health)
-	b.streamLost()
+	b.ForgetStream()
 	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
 		return false, fmt.Errorf("jetstream: delete broken stream %s: %w", b.cfg.Stream, err)
 	}
@@ -300,19 +311,32 @@ func (b *Broker) Conn() *nats.Conn { return b.nc }
 // Stream is the events stream's name.
 func (b *Broker) Stream() string { return b.cfg.Stream }
 
-// Close drains nothing: it closes the connection and shuts the embedded
-// server down. It is safe to call more than once.
-func (b *Broker) Close() {
-	b.closeOnce.Do(func() {
-		if b.nc != nil {
-			b.nc.FlushTimeout(2 * time.Second) // acks and naks already sent
-			b.nc.Close()
-		}
-		if b.srv != nil {
-			b.srv.Shutdown()
-			b.srv.WaitForShutdown()
-		}
-	})
+// Stop drains nothing: it closes the connection and shuts the embedded
+// server down. Safe to call twice, and before or without Start.
+func (b *Broker) Stop(context.Context) error {
+	b.lifeMu.Lock()
+	defer b.lifeMu.Unlock()
+	if b.stopped {
+		return nil
+	}
+	b.stopped = true
+	b.shutdown()
+	return nil
+}
+
+// Close is Stop, for callers without a context.
+func (b *Broker) Close() { _ = b.Stop(context.Background()) }
+
+// shutdown closes what start opened.
+func (b *Broker) shutdown() {
+	if b.nc != nil {
+		_ = b.nc.FlushTimeout(2 * time.Second) // acks and naks already sent
+		b.nc.Close()
+	}
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
 }
 
 // HandBack gives msg back to its consumer to be delivered again at once,

@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -150,44 +149,21 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Prepare makes every route's consumer, deletes the consumers of routes no
-// longer configured (they would keep messages in an interest stream), and
-// recovers what the stream lost (Recover). The relay runs it before its
-// first publish.
-func (e *Engine) Prepare(ctx context.Context) error {
-	want := map[string]bool{}
+// ConsumerSet declares every route's durable consumer, and the names of
+// the consumers the routes own: the broker creates them with the stream
+// (jetstream.Broker.EnsureTopology) and deletes those of routes no longer
+// configured (they would keep messages in an interest stream).
+func (e *Engine) ConsumerSet() jetstream.ConsumerSet {
+	set := jetstream.ConsumerSet{Owned: []string{"route_*", "tasks"}}
 	for _, r := range e.routes {
-		if _, err := e.ensureConsumer(ctx, r); err != nil {
-			return err
-		}
-		want[r.consumer] = true
+		set.Consumers = append(set.Consumers, e.consumerConfig(r))
 	}
-	stream, err := e.broker.JetStream().Stream(ctx, e.broker.Stream())
-	if err != nil {
-		return fmt.Errorf("stream: %w", err)
-	}
-	names := stream.ConsumerNames(ctx)
-	var stale []string
-	for name := range names.Name() {
-		if !want[name] && (strings.HasPrefix(name, "route_") || name == "tasks") {
-			stale = append(stale, name)
-		}
-	}
-	if err := names.Err(); err != nil {
-		return fmt.Errorf("list consumers: %w", err)
-	}
-	for _, name := range stale {
-		if err := stream.DeleteConsumer(ctx, name); err != nil {
-			return fmt.Errorf("delete consumer %s of a removed route: %w", name, err)
-		}
-		e.log.Info("deleted the consumer of a route no longer configured", "consumer", name)
-	}
-	_, err = e.Recover(ctx)
-	return err
+	return set
 }
 
-func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer, error) {
-	cons, err := e.broker.JetStream().CreateOrUpdateConsumer(ctx, e.broker.Stream(), natsjs.ConsumerConfig{
+// consumerConfig is the durable consumer of route r.
+func (e *Engine) consumerConfig(r *route) natsjs.ConsumerConfig {
+	return natsjs.ConsumerConfig{
 		Durable:        r.consumer,
 		Description:    "hookgate route " + r.cfg.Name,
 		FilterSubjects: r.subjects,
@@ -196,11 +172,11 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 		MaxDeliver:     -1,
 		MaxAckPending:  max(10000, 4*r.cfg.Concurrency),
 		DeliverPolicy:  natsjs.DeliverAllPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", r.consumer, err)
 	}
-	return cons, nil
+}
+
+func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer, error) {
+	return e.broker.EnsureConsumer(ctx, e.consumerConfig(r))
 }
 
 // pull feeds a route's messages to at most Concurrency rounds at a time.

@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/startstop"
 )
 
 // PruneResult counts the rows a prune deleted.
@@ -261,13 +262,10 @@ type PrunerConfig struct {
 // Pruner deletes records past their retention in the background, a small
 // batch per write.
 type Pruner struct {
-	s   *Store
-	cfg PrunerConfig
-	log *slog.Logger
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	s    *Store
+	cfg  PrunerConfig
+	log  *slog.Logger
+	loop startstop.Loop
 }
 
 // NewPruner returns a pruner of s; Start runs it.
@@ -289,33 +287,19 @@ func NewPruner(s *Store, cfg PrunerConfig, log *slog.Logger) *Pruner {
 
 // Start runs a pass now and then every Interval until Stop. Starting a
 // started pruner does nothing.
-func (p *Pruner) Start(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cancel != nil {
-		return
-	}
-	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	p.done = make(chan struct{})
-	go p.run(ctx, p.done)
+func (p *Pruner) Start(ctx context.Context) error {
+	p.loop.Start(ctx, p.run)
+	return nil
 }
 
 // Stop ends the current pass after its write in flight and waits for it.
-// Safe to call more than once, and without Start.
-func (p *Pruner) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel = nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+// Safe to call twice, and without Start.
+func (p *Pruner) Stop(context.Context) error {
+	p.loop.Stop()
+	return nil
 }
 
-func (p *Pruner) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (p *Pruner) run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	for {

@@ -245,9 +245,16 @@ func TestPrunerStartStop(t *testing.T) {
 	pruned := make(chan PruneResult, 1)
 	p := NewPruner(s, PrunerConfig{Events: time.Hour, Attempts: time.Hour, Interval: time.Hour,
 		OnPruned: func(r PruneResult) { pruned <- r }}, s.log)
-	p.Stop() // before Start: nothing to stop
-	p.Start(context.Background())
-	p.Start(context.Background()) // already started
+	ctx := context.Background()
+	if err := p.Stop(ctx); err != nil { // before Start: nothing to stop
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil { // already started
+		t.Fatal(err)
+	}
 	select {
 	case r := <-pruned:
 		if r.Events != 1 {
@@ -256,8 +263,12 @@ func TestPrunerStartStop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first pass did not run at Start")
 	}
-	p.Stop()
-	p.Stop()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestListEventsPaging(t *testing.T) {

@@ -420,6 +420,11 @@ func dsnBusy(path string, readOnly bool, busy time.Duration) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
+// Stop is Close, in the shape of every long-running service (Open starts
+// the store): the writer and the checkpointer end after the writes already
+// queued. Safe to call twice.
+func (s *Store) Stop(context.Context) error { return s.Close() }
+
 // Close stops taking writes, finishes those already queued, and closes the
 // database. It is safe to call more than once.
 func (s *Store) Close() error {

@@ -146,6 +146,9 @@ func TestOutboxAndReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("Stop after Close: %v", err)
+	}
 	if _, err := s.Claim(ctx, testEvent("late")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Claim after Close: %v, want ErrClosed", err)
 	}

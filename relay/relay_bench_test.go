@@ -1,4 +1,4 @@
-package jetstream
+package relay
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -132,18 +133,20 @@ func BenchmarkRelayPublishStore(b *testing.B) {
 }
 
 func benchRelay(b *testing.B, outbox func(b *testing.B, n int) (Outbox, <-chan struct{})) {
-	br, err := Connect(context.Background(), Config{StoreDir: b.TempDir()}, quietLog())
+	br, err := jetstream.Connect(context.Background(), jetstream.Config{StoreDir: b.TempDir()}, quietLog())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer br.Close()
 	o, done := outbox(b, b.N)
-	r := NewRelay(br, o, RelayConfig{}, quietLog())
+	r := New(o, br, Config{}, quietLog())
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	c0, w0 := gatewaytest.CPUTime(), gatewaytest.BytesWritten()
 	b.ResetTimer()
-	r.Start(context.Background())
+	if err := r.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	r.Notify()
 	select {
 	case <-done:
@@ -151,7 +154,7 @@ func benchRelay(b *testing.B, outbox func(b *testing.B, n int) (Outbox, <-chan s
 		b.Fatal("not all published")
 	}
 	b.StopTimer()
-	r.Stop()
+	_ = r.Stop(context.Background())
 	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(gatewaytest.BytesWritten()-w0)/float64(b.N), "written-B/op")
 }

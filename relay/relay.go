@@ -1,33 +1,37 @@
-package jetstream
+// Package relay moves accepted events from the store's outbox to the
+// events stream, the second step of an event's path: inbound claims it
+// into the store (the event and its outbox row in one commit) and calls
+// Notify; the relay reads the outbox in intake order, publishes each event
+// through a Publisher (the broker, package jetstream) and takes it out of
+// the outbox on its PubAck (Store.MarkPublished); outbound's consumers take
+// it from the stream.
+//
+// The relay also keeps the stream fit to carry what it publishes. Before
+// its first publish, and whenever the stream was created anew or repaired,
+// it asks the broker for the stream and the consumers outbound declared
+// (Broker.EnsureTopology: an interest stream drops what no consumer
+// wants), then puts back in the outbox what the stream lost (recover.go):
+// the store says which events were published into which stream, the
+// broker what that stream still holds, and Owed, which events some
+// consumer still needs. Owed is the one question the relay asks of
+// outbound (outbound.Engine answers it: only its routes know which events
+// they take); it is asked, not called back, and the relay does nothing
+// else with outbound.
+package relay
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookgate/hookgate/internal/startstop"
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
-// Message headers on every inbound event message.
-const (
-	HeaderSource     = "Hookgate-Source"
-	HeaderEventID    = "Hookgate-Event-Id"
-	HeaderEventType  = "Hookgate-Event-Type"
-	HeaderReceivedAt = "Hookgate-Received-At" // RFC 3339, milliseconds
-	HeaderSeq        = "Hookgate-Seq"         // the store's intake sequence
-)
-
-// MsgID is the Nats-Msg-Id of an event: JetStream drops a re-publish of the
-// same event inside the stream's duplicate window.
-func MsgID(source, eventID string) string { return source + ":" + eventID }
-
-// Outbox is what the relay needs from the store.
+// Outbox is what the relay publishes from: the store's outbox.
 type Outbox interface {
 	Unpublished(ctx context.Context, after int64, limit int) ([]store.Event, error)
 	MarkPublished(ctx context.Context, acks []store.Published, at time.Time) error
@@ -35,33 +39,15 @@ type Outbox interface {
 	Park(ctx context.Context, seq int64, reason string, at time.Time) error
 }
 
-// Refused reports whether err is the broker refusing a message for its
-// content (too large, an invalid subject): publishing it again cannot
-// succeed, unlike after a timeout, a missing responder or a lost
-// connection, which are retried in order.
-func Refused(err error) bool {
-	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
-		return true
-	}
-	var apiErr *natsjs.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case natsjs.JSErrCodeStreamMessageExceedsMaximum, natsjs.JSErrCodeBadRequest:
-			return true
-		}
-	}
-	return false
+// Publisher puts an event's message on the events stream; the future
+// brings its PubAck. The broker is the default one; cluster mode wraps it
+// to claim each event before it is published.
+type Publisher interface {
+	PublishEvent(ev *store.Event) (natsjs.PubAckFuture, error)
 }
 
-// streamGone reports whether err says the stream (or JetStream) is not
-// there: it is created again, with its consumers, before the next publish.
-func streamGone(err error) bool {
-	return errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, natsjs.ErrStreamNotFound) || errors.Is(err, natsjs.ErrJetStreamNotEnabled)
-}
-
-// RelayConfig tunes a Relay.
-type RelayConfig struct {
+// Config tunes a Relay.
+type Config struct {
 	// Batch is the most events read from the outbox and published at once.
 	// Default 256.
 	Batch int
@@ -85,10 +71,12 @@ type RelayConfig struct {
 	// before the relay asks the broker to repair its stream (see
 	// Broker.Repair). Default 10s.
 	StallAfter time.Duration
-	// Prepare, if set, runs once the stream is reachable and before the
-	// first publish (e.g. to put back what the stream lost); the relay
-	// retries it until it succeeds.
-	Prepare func(ctx context.Context) error
+	// Publisher publishes each event. Default: the broker.
+	Publisher Publisher
+	// Recovery, if set, puts back in the outbox what the stream lost,
+	// before the first publish and whenever the stream is created anew
+	// (see Recovery). Unset, nothing is put back.
+	Recovery *Recovery
 }
 
 // Relay publishes events from the outbox to JetStream and takes them out of
@@ -96,15 +84,13 @@ type RelayConfig struct {
 // again whatever was not acknowledged; the duplicate window drops repeats.
 // What was acknowledged but not recorded is recorded, not published again.
 type Relay struct {
-	b      *Broker
+	b      *jetstream.Broker
+	pub    Publisher
 	outbox Outbox
-	cfg    RelayConfig
+	cfg    Config
 	log    *slog.Logger
 	wake   chan struct{}
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop   startstop.Loop
 
 	// unmarked are events JetStream acknowledged whose record the store
 	// refused. They are recorded before anything is published again: else
@@ -114,8 +100,8 @@ type Relay struct {
 	unmarked []store.Published
 }
 
-// NewRelay returns a relay; Start runs it.
-func NewRelay(b *Broker, outbox Outbox, cfg RelayConfig, log *slog.Logger) *Relay {
+// New returns a relay from outbox to b's events stream; Start runs it.
+func New(outbox Outbox, b *jetstream.Broker, cfg Config, log *slog.Logger) *Relay {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 256
 	}
@@ -131,7 +117,11 @@ func NewRelay(b *Broker, outbox Outbox, cfg RelayConfig, log *slog.Logger) *Rela
 	if cfg.StallAfter <= 0 {
 		cfg.StallAfter = 10 * time.Second
 	}
-	return &Relay{b: b, outbox: outbox, cfg: cfg, log: log, wake: make(chan struct{}, 1)}
+	r := &Relay{b: b, pub: cfg.Publisher, outbox: outbox, cfg: cfg, log: log, wake: make(chan struct{}, 1)}
+	if r.pub == nil {
+		r.pub = b
+	}
+	return r
 }
 
 // Notify tells the relay the outbox has new events. It never blocks.
@@ -143,41 +133,35 @@ func (r *Relay) Notify() {
 }
 
 // Start runs the relay until Stop. Whatever is in the outbox (left by a
-// crash or a NATS outage) is published first.
-func (r *Relay) Start(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return
-	}
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.done = make(chan struct{})
-	go r.run(ctx, r.done)
+// crash or a NATS outage) is published first. Starting a running relay
+// does nothing.
+func (r *Relay) Start(ctx context.Context) error {
+	r.loop.Start(ctx, r.run)
+	return nil
 }
 
-// Stop ends the relay and waits for its current round. Events not yet
-// acknowledged stay in the outbox for the next start. Safe to call twice.
-func (r *Relay) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+// Stop ends the relay and waits for its current round, whose acks already
+// received are recorded before it returns (the store must not close
+// first). Events not yet acknowledged stay in the outbox for the next
+// start. Safe to call twice, and without Start.
+func (r *Relay) Stop(context.Context) error {
+	r.loop.Stop()
+	return nil
 }
 
-func (r *Relay) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *Relay) run(ctx context.Context) {
 	// Stopping: one last try to record what was acknowledged, so it is not
 	// published again at the next start.
-	defer r.markUnmarked(context.WithoutCancel(ctx))
+	defer func() {
+		if err := r.markUnmarked(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("outbox relay: stopping; acks not recorded, their events will be published again", "events", len(r.unmarked), "err", err)
+		}
+	}()
 	backoff := time.Duration(0)
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
-	prepared := r.cfg.Prepare == nil
-	var preparedFor time.Time // the stream incarnation Prepare ran for
+	prepared := false
+	var preparedFor time.Time // the stream incarnation prepare ran for
 	recheck := false          // the stream was reported gone
 	healthyAt := time.Now()   // the last pass without an error, or with progress
 	var repairedAt time.Time  // the last repair asked of the broker
@@ -188,20 +172,17 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 		var err error
 		if prepared && recheck {
 			// Found again, or created anew: only a new stream needs its
-			// consumers and what it lacks (Prepare reads the whole store).
+			// consumers and what it lacks (recovery reads the whole store).
 			if err = r.b.EnsureStream(ctx); err == nil {
 				recheck = false
-				if !r.b.streamIncarnation().Equal(preparedFor) {
+				if !r.b.StreamCreated().Equal(preparedFor) {
 					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
-					prepared = r.cfg.Prepare == nil
+					prepared = false
 				}
 			}
 		}
 		if !prepared {
-			if err = r.b.EnsureStream(ctx); err == nil && r.cfg.Prepare != nil {
-				preparedFor = r.b.streamIncarnation()
-				err = r.cfg.Prepare(ctx)
-			}
+			preparedFor, err = r.prepare(ctx)
 			prepared = err == nil
 		}
 		if prepared && err == nil && ctx.Err() == nil {
@@ -216,10 +197,10 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 		if err == nil || n > 0 {
 			healthyAt = time.Now()
 		}
-		if err != nil && streamGone(err) {
+		if err != nil && jetstream.StreamGone(err) {
 			// A stream created anew needs its consumers (an interest
 			// stream drops what no consumer wants) and what it lost.
-			r.b.streamLost()
+			r.b.ForgetStream()
 			recheck = true
 		}
 		if err != nil && time.Since(healthyAt) >= r.cfg.StallAfter && time.Since(repairedAt) >= r.cfg.StallAfter {
@@ -230,8 +211,7 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			} else if repaired {
 				r.log.Warn("outbox relay: publishing stalled on a broken stream; creating it again, then publishing what it lost from the store",
 					"stalled_for", time.Since(healthyAt).Round(time.Millisecond), "cause", err)
-				prepared = r.cfg.Prepare == nil
-				recheck = false
+				prepared, recheck = false, false
 			}
 		}
 		switch {
@@ -264,13 +244,13 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			// Idle: look at the stream now and then, so that one deleted
 			// or broken meanwhile is put back before the next event, with
 			// what it lost.
-			if prepared && r.cfg.Prepare != nil && time.Since(checkedAt) >= streamCheckEvery {
+			if prepared && time.Since(checkedAt) >= streamCheckEvery {
 				checkedAt = time.Now()
-				switch created, err := r.b.currentIncarnation(ctx); {
-				case streamGone(err):
-					r.b.streamLost()
+				switch state, err := r.b.StreamState(ctx); {
+				case jetstream.StreamGone(err):
+					r.b.ForgetStream()
 					recheck = true
-				case err == nil && !created.Equal(preparedFor):
+				case err == nil && !state.Created.Equal(preparedFor):
 					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
 					prepared = false
 				}
@@ -289,6 +269,23 @@ func (r *Relay) run(ctx context.Context, done chan struct{}) {
 			}
 		}
 	}
+}
+
+// prepare readies the stream for the next publish: the stream and the
+// declared consumers (Broker.EnsureTopology), then what the stream lost
+// back in the outbox (Recovery). It returns the stream incarnation it
+// prepared.
+func (r *Relay) prepare(ctx context.Context) (time.Time, error) {
+	if err := r.b.EnsureTopology(ctx); err != nil {
+		return time.Time{}, err
+	}
+	created := r.b.StreamCreated()
+	if r.cfg.Recovery != nil {
+		if _, err := r.cfg.Recovery.run(ctx, r.b, r.log); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return created, nil
 }
 
 // streamCheckEvery is how often an idle relay looks at the stream.
@@ -357,8 +354,8 @@ publish:
 		// at its event's index.
 		pb := &pubBatch{evs: evs[:0], futures: make([]natsjs.PubAckFuture, 0, len(evs))}
 		for i := range evs {
-			f, err := r.b.js.PublishMsgAsync(eventMsg(&evs[i]), natsjs.WithMsgID(MsgID(evs[i].Source, evs[i].ID)))
-			if err != nil && Refused(err) {
+			f, err := r.pub.PublishEvent(&evs[i])
+			if err != nil && jetstream.Refused(err) {
 				err = r.park(ctx, &evs[i], err)
 				if err == nil {
 					continue // the events behind it go on
@@ -444,7 +441,7 @@ func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, pr
 			case ack := <-f.Ok():
 				acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
 			case err := <-f.Err():
-				if Refused(err) {
+				if jetstream.Refused(err) {
 					if err = r.park(ctx, &pb.evs[i], err); err == nil {
 						continue
 					}
@@ -479,31 +476,4 @@ func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, pr
 		}
 	}
 	return marked, firstErr
-}
-
-// eventHeaders is the number of headers eventMsg sets.
-const eventHeaders = 6
-
-func eventMsg(ev *store.Event) *nats.Msg {
-	// One backing array for the header values, one for the texts made
-	// here, instead of an allocation per header.
-	var buf [64]byte
-	b := ev.ReceivedAt.UTC().AppendFormat(buf[:0], "2006-01-02T15:04:05.000Z07:00")
-	tsEnd := len(b)
-	b = strconv.AppendInt(b, ev.Seq, 10)
-	texts := string(b)
-	vals := make([]string, eventHeaders)
-	vals[0], vals[1], vals[2] = ev.Source, ev.ID, ev.Type
-	vals[3], vals[4] = texts[:tsEnd], texts[tsEnd:]
-	h := make(nats.Header, eventHeaders)
-	h[HeaderSource] = vals[0:1:1]
-	h[HeaderEventID] = vals[1:2:2]
-	h[HeaderEventType] = vals[2:3:3]
-	h[HeaderReceivedAt] = vals[3:4:4]
-	h[HeaderSeq] = vals[4:5:5]
-	if ev.ContentType != "" {
-		vals[5] = ev.ContentType
-		h["Content-Type"] = vals[5:6:6]
-	}
-	return &nats.Msg{Subject: Subject(ev.Source, ev.Type), Header: h, Data: ev.Body}
 }

@@ -1,0 +1,142 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// ConsumerSet is the durable consumers one owner (the deliveries: a
+// consumer per route) keeps on the events stream, as data: the broker
+// creates them with the stream (EnsureTopology).
+type ConsumerSet struct {
+	// Consumers are created, or updated to this configuration.
+	Consumers []natsjs.ConsumerConfig
+	// Owned names the consumers that belong to the owner, a trailing '*'
+	// matching any rest. One owned but no longer declared (a removed
+	// route's) is deleted: in an interest stream it would hold every
+	// message it takes.
+	Owned []string
+}
+
+// owns reports whether the consumer name belongs to the set's owner.
+func (s *ConsumerSet) owns(name string) bool {
+	for _, o := range s.Owned {
+		if p, ok := strings.CutSuffix(o, "*"); ok && strings.HasPrefix(name, p) || o == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Declare sets the consumers EnsureTopology keeps on the stream. Call it
+// before the relay starts.
+func (b *Broker) Declare(set ConsumerSet) {
+	b.consumersMu.Lock()
+	b.consumers = set
+	b.consumersMu.Unlock()
+}
+
+// EnsureTopology makes sure the events stream exists with every declared
+// consumer, and without the owned consumers no longer declared. The relay
+// runs it before its first publish and whenever the stream is created
+// anew: an interest stream drops what no consumer wants.
+func (b *Broker) EnsureTopology(ctx context.Context) error {
+	if err := b.EnsureStream(ctx); err != nil {
+		return err
+	}
+	b.consumersMu.Lock()
+	set := b.consumers
+	b.consumersMu.Unlock()
+	want := map[string]bool{}
+	for _, cc := range set.Consumers {
+		if _, err := b.EnsureConsumer(ctx, cc); err != nil {
+			return err
+		}
+		want[cc.Durable] = true
+	}
+	if len(set.Owned) == 0 {
+		return nil
+	}
+	stream, err := b.js.Stream(ctx, b.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
+	names := stream.ConsumerNames(ctx)
+	var stale []string
+	for name := range names.Name() {
+		if !want[name] && set.owns(name) {
+			stale = append(stale, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list consumers: %w", err)
+	}
+	for _, name := range stale {
+		if err := stream.DeleteConsumer(ctx, name); err != nil {
+			return fmt.Errorf("delete consumer %s of a removed route: %w", name, err)
+		}
+		b.log.Info("deleted the consumer of a route no longer configured", "consumer", name)
+	}
+	return nil
+}
+
+// EnsureConsumer creates the durable consumer cc on the events stream, or
+// updates it to cc.
+func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, b.cfg.Stream, cc)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", cc.Durable, err)
+	}
+	return cons, nil
+}
+
+// StreamState is what the relay needs to know of the events stream to put
+// back what it lost.
+type StreamState struct {
+	// Created is the stream's creation time: another value means the
+	// stream was created anew, holding nothing published before.
+	Created time.Time
+	// LastSeq is the last stream sequence: a stored one past it was lost.
+	LastSeq uint64
+}
+
+// StreamState asks the server for the events stream's state.
+func (b *Broker) StreamState(ctx context.Context) (StreamState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	if err != nil {
+		return StreamState{}, fmt.Errorf("stream info: %w", err)
+	}
+	info := s.CachedInfo()
+	return StreamState{Created: info.Created, LastSeq: info.State.LastSeq}, nil
+}
+
+// StreamCreated is the creation time of the stream EnsureStream last found
+// or created: another value means the stream was created anew.
+func (b *Broker) StreamCreated() time.Time {
+	b.streamMu.Lock()
+	defer b.streamMu.Unlock()
+	return b.streamCreated
+}
+
+// ForgetStream forgets that the stream exists, so the next EnsureStream
+// creates it (or finds it) again.
+func (b *Broker) ForgetStream() {
+	b.streamMu.Lock()
+	b.streamReady = false
+	b.streamMu.Unlock()
+}
+
+// StreamGone reports whether err says the stream (or JetStream) is not
+// there: EnsureStream, after ForgetStream, creates it again.
+func StreamGone(err error) bool {
+	return errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, natsjs.ErrStreamNotFound) || errors.Is(err, natsjs.ErrJetStreamNotEnabled)
+}

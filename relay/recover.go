@@ -1,0 +1,83 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// metaStreamCreated records which incarnation of the stream the stored
+// stream sequences refer to.
+const metaStreamCreated = "stream_created"
+
+// Requeuer is what recovery needs from the store.
+type Requeuer interface {
+	// Requeue puts published events back in the outbox.
+	Requeue(ctx context.Context, seqs []int64) error
+	Meta(ctx context.Context, key string) (string, error)
+	SetMeta(ctx context.Context, key, value string) error
+}
+
+// Owed says which published events a consumer of the stream still needs.
+// outbound.Engine answers it: only the routes know which events they take
+// and which they finished.
+type Owed interface {
+	// Owed returns the intake sequences of the published events whose
+	// stream sequence is past afterStreamSeq (every published event when
+	// it is negative) that some route takes and has not finished (lost),
+	// and those of the events of pending deliveries (an operator's retry
+	// or replay cut short by a stop or a crash).
+	Owed(ctx context.Context, afterStreamSeq int64) (lost, pending []int64, err error)
+}
+
+// Recovery puts back in the outbox every published event the stream lost
+// that a consumer still needs: all of them when the stream was created
+// anew (its store wiped, or deleted on an external server), else those
+// whose stream sequence is past the stream's last (a tail lost inside the
+// fsync interval). It also puts back the event of every pending delivery,
+// so that a retry or replay cut short runs again. Stable Idempotency-Keys
+// make the re-delivery safe.
+type Recovery struct {
+	Store Requeuer
+	Owed  Owed
+}
+
+// run puts back what the stream of b lost and returns how many events.
+func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logger) (int, error) {
+	state, err := b.StreamState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	created := state.Created.UTC().Format(time.RFC3339Nano)
+	known, err := rc.Store.Meta(ctx, metaStreamCreated)
+	if err != nil {
+		return 0, err
+	}
+	after := int64(state.LastSeq)
+	if known != created {
+		after = -1 // a new stream: it holds none of what was published before
+	}
+	lost, pending, err := rc.Owed.Owed(ctx, after)
+	if err != nil {
+		return 0, err
+	}
+	// A second copy of a message is harmless: the deliveries read the
+	// delivery's state before each round.
+	requeue := append(lost[:len(lost):len(lost)], pending...)
+	if err := rc.Store.Requeue(ctx, requeue); err != nil {
+		return 0, err
+	}
+	if err := rc.Store.SetMeta(ctx, metaStreamCreated, created); err != nil {
+		return 0, err
+	}
+	if len(lost) > 0 {
+		log.Warn("stream lost undelivered events; publishing them again", "events", len(lost),
+			"stream_recreated", known != "" && known != created)
+	}
+	if len(pending) > 0 {
+		log.Info("pending deliveries at start (an unfinished retry or replay, or a round cut short); publishing their events again", "deliveries", len(pending))
+	}
+	return len(requeue), nil
+}
