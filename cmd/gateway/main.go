@@ -125,9 +125,10 @@ func serve(configPath string, stderr io.Writer) int {
 	defer unlock()
 	log := app.NewLogger(stderr, cfg.Log)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }() // a second signal exits at once
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := onSignals(cancel)
+	defer stopSignals()
 	if err := app.Run(ctx, cfg, log); err != nil {
 		log.Error("gateway failed", "err", err)
 		if cfgErr := (*config.Error)(nil); errors.As(err, &cfgErr) {
@@ -136,6 +137,31 @@ func serve(configPath string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// onSignals calls shutdown at the first SIGINT or SIGTERM; a second one
+// ends the process at once, killed by that signal. Both arrive on one
+// channel that stays registered, so a second signal is never swallowed
+// however late the first one's handling runs.
+func onSignals(shutdown func()) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			shutdown()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
 }
 
 // checkConfig loads the config and prints it resolved; its secrets mask

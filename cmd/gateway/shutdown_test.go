@@ -255,10 +255,14 @@ routes: [{name: down, sources: [stripe], url: %q, timeout: 60s, retries: 0}]
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	took := g.terminate(t, 10*time.Second)
+	// The stuck deliveries are given shutdown_timeout (2s), no less; then
+	// the broker and the store close, which a loaded machine can make
+	// slow, so the upper bound only tells "bounded" from "waited for the
+	// 60s delivery timeout".
+	took := g.terminate(t, 40*time.Second)
 	t.Logf("exit %s after SIGTERM", took)
-	if took < 1500*time.Millisecond || took > 5*time.Second {
-		t.Fatalf("exit %s after SIGTERM with deliveries stuck; want about shutdown_timeout (2s)", took)
+	if took < 1500*time.Millisecond || took > 30*time.Second {
+		t.Fatalf("exit %s after SIGTERM with deliveries stuck; want shutdown_timeout (2s) plus closing, well under the 60s delivery timeout", took)
 	}
 
 	close(release)
