@@ -233,7 +233,9 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
 	}
 	var tr store.TaskRequest
-	json.Unmarshal(ev.Body, &tr)
+	if err := json.Unmarshal(ev.Body, &tr); err != nil {
+		return fmt.Errorf("task %s: stored request: %w", id, err)
+	}
 	t := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
 		IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
 	d, err := h.store.Delivery(ctx, outbound.TaskRoute, store.TaskSource, id)
@@ -351,7 +353,10 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 		return nil, invalid("invalid_task", "body and body_base64 are exclusive")
 	case hasBody:
 		var compact bytes.Buffer
-		json.Compact(&compact, r.Body)
+		// The decoder has checked the JSON already.
+		if err := json.Compact(&compact, r.Body); err != nil {
+			return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
+		}
 		tr.Body = compact.Bytes()
 		if tr.ContentType == "" {
 			tr.ContentType = "application/json"
