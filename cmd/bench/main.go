@@ -103,6 +103,7 @@ func main() {
 	if rep != "" {
 		fmt.Print(rep)
 		if o.out != "" {
+			//nolint:gosec // G306: a report, for others to read
 			if werr := os.WriteFile(o.out, []byte(rep), 0o644); werr != nil {
 				err = errors.Join(err, werr)
 			}
@@ -116,6 +117,13 @@ func main() {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// removeAll removes a temporary directory, saying so if it cannot.
+func removeAll(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		logf("%v", err)
+	}
 }
 
 // sample is one reading of the gateway's state.
@@ -161,7 +169,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	if o.keep {
 		logf("keeping %s", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		defer removeAll(dir)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -257,7 +265,9 @@ func run(ctx context.Context, o *options) (string, error) {
 	stopped := false
 	defer func() {
 		if !stopped {
-			gw.stop(30 * time.Second)
+			if err := gw.stop(30 * time.Second); err != nil {
+				logf("gateway: %v", err)
+			}
 		}
 	}()
 	t0 := time.Now()
@@ -436,7 +446,9 @@ func (m *cpuMeter) done() cpuSplit {
 // in-process gateway.
 func signalProfile(p *proc, o *options, sig syscall.Signal) {
 	if o.cpuprofile != "" {
-		p.cmd.Process.Signal(sig)
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			logf("cpu profile: %v", err)
+		}
 	}
 }
 
