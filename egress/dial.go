@@ -40,7 +40,7 @@ func (p *Policy) CheckURL(ctx context.Context, raw string) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL itself is in the caller's hands already
 		}
-		return fmt.Errorf("%w: %v", ErrBadURL, err)
+		return fmt.Errorf("%w: %w", ErrBadURL, err)
 	}
 	switch u.Scheme {
 	case "http", "https":
@@ -89,7 +89,7 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dial %s: %v", ErrBadURL, addr, err)
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrBadURL, addr, err)
 	}
 	port, err := parsePort(portStr)
 	if err != nil {

@@ -296,6 +296,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 		f.Limit = 100
 	}
 	args = append(args, f.Limit)
+	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
 	if err != nil {

@@ -126,8 +126,12 @@ func BenchmarkDeliveryLookup(b *testing.B) {
 				defer wl.close()
 				for pb.Next() {
 					i := r.IntN(rows)
-					if _, found, _, err := wl.status("billing", int64(i+1), "stripe", ids[i]); err != nil || !found {
-						return fmt.Errorf("status of seq %d: found %v, %v", i+1, found, err)
+					_, found, _, err := wl.status("billing", int64(i+1), "stripe", ids[i])
+					if err != nil {
+						return fmt.Errorf("status of seq %d: %w", i+1, err)
+					}
+					if !found {
+						return fmt.Errorf("status of seq %d: not found", i+1)
 					}
 				}
 				return nil

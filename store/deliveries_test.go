@@ -251,6 +251,9 @@ func queryPlan(t *testing.T, s *Store, q string) string {
 		}
 		steps = append(steps, detail)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return strings.Join(steps, "; ")
 }
 
@@ -338,6 +341,9 @@ func TestMigrateDeliveryTables(t *testing.T) {
 		if name == "deliveries" && !strings.Contains(q, "UNIQUE (event_seq, route)") {
 			t.Errorf("deliveries: %s", q)
 		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	rows.Close()
 	if got := strings.Join(schema, " "); got != "attempts deliveries deliveries_state sqlite_autoindex_deliveries_1" {

@@ -233,7 +233,9 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
 	}
 	var tr store.TaskRequest
-	json.Unmarshal(ev.Body, &tr)
+	if err := json.Unmarshal(ev.Body, &tr); err != nil {
+		return fmt.Errorf("task %s: stored request: %w", id, err)
+	}
 	t := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
 		IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
 	d, err := h.store.Delivery(ctx, outbound.TaskRoute, store.TaskSource, id)
@@ -299,21 +301,9 @@ var reserved = map[string]bool{
 
 // parse validates a task request into what is stored.
 func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
-	invalid := func(code, format string, args ...any) *httperror.Error {
-		return httperror.New(http.StatusUnprocessableEntity, code, fmt.Sprintf(format, args...))
-	}
-	var r request
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
-		}
-		return nil, invalid("invalid_task", "%s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not one JSON object")
+	r, herr := decode(body)
+	if herr != nil {
+		return nil, herr
 	}
 	if r.URL == "" {
 		return nil, invalid("invalid_url", "url is required")
@@ -329,7 +319,44 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 	if !methods[tr.Method] {
 		return nil, invalid("invalid_method", "method must be POST, PUT, PATCH, DELETE or GET")
 	}
-	for name, v := range r.Headers {
+	if tr.Headers, herr = parseHeaders(r.Headers); herr != nil {
+		return nil, herr
+	}
+	if herr := parseBody(r, tr); herr != nil {
+		return nil, herr
+	}
+	if !httpguts.ValidHeaderFieldValue(tr.ContentType) {
+		return nil, invalid("invalid_task", "content_type has control characters")
+	}
+	return tr, nil
+}
+
+func invalid(code, format string, args ...any) *httperror.Error {
+	return httperror.New(http.StatusUnprocessableEntity, code, fmt.Sprintf(format, args...))
+}
+
+// decode reads the body as one request object with no unknown fields.
+func decode(body []byte) (*request, *httperror.Error) {
+	var r request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
+		}
+		return nil, invalid("invalid_task", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return nil, httperror.New(http.StatusBadRequest, "malformed_json", "body is not one JSON object")
+	}
+	return &r, nil
+}
+
+// parseHeaders checks the task's headers and canonicalizes their names;
+// nil when there are none.
+func parseHeaders(headers map[string]string) (map[string]string, *httperror.Error) {
+	for name, v := range headers {
 		switch {
 		case !httpguts.ValidHeaderFieldName(name):
 			return nil, invalid("invalid_header", "header name %q is not valid", name)
@@ -339,19 +366,29 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 			return nil, invalid("invalid_header", "header %q has control characters", name)
 		}
 	}
-	if len(r.Headers) > 0 {
-		tr.Headers = make(map[string]string, len(r.Headers))
-		for k, v := range r.Headers {
-			tr.Headers[http.CanonicalHeaderKey(k)] = v
-		}
+	if len(headers) == 0 {
+		return nil, nil
 	}
+	out := make(map[string]string, len(headers))
+	for k, v := range headers {
+		out[http.CanonicalHeaderKey(k)] = v
+	}
+	return out, nil
+}
+
+// parseBody sets the task's body from body (JSON, compacted) or
+// body_base64, and its content type's default.
+func parseBody(r *request, tr *store.TaskRequest) *httperror.Error {
 	hasBody := len(r.Body) > 0 && !bytes.Equal(r.Body, []byte("null"))
 	switch {
 	case hasBody && r.BodyBase64 != nil:
-		return nil, invalid("invalid_task", "body and body_base64 are exclusive")
+		return invalid("invalid_task", "body and body_base64 are exclusive")
 	case hasBody:
 		var compact bytes.Buffer
-		json.Compact(&compact, r.Body)
+		// The decoder has checked the JSON already.
+		if err := json.Compact(&compact, r.Body); err != nil {
+			return httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
+		}
 		tr.Body = compact.Bytes()
 		if tr.ContentType == "" {
 			tr.ContentType = "application/json"
@@ -359,15 +396,12 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 	case r.BodyBase64 != nil:
 		b, err := base64.StdEncoding.DecodeString(*r.BodyBase64)
 		if err != nil {
-			return nil, invalid("invalid_task", "body_base64 is not valid base64")
+			return invalid("invalid_task", "body_base64 is not valid base64")
 		}
 		tr.Body = b
 		if tr.ContentType == "" {
 			tr.ContentType = "application/octet-stream"
 		}
 	}
-	if !httpguts.ValidHeaderFieldValue(tr.ContentType) {
-		return nil, invalid("invalid_task", "content_type has control characters")
-	}
-	return tr, nil
+	return nil
 }

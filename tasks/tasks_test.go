@@ -428,3 +428,31 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 		t.Fatalf("the downstream on loopback was reached %d times", n)
 	}
 }
+
+// A stored task whose request cannot be read back is an internal error,
+// not a task with an empty URL and method.
+func TestGetUnreadableStoredTask(t *testing.T) {
+	h := start(t, "")
+	if err := h.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), store.Config{Path: h.cfg.Store.Path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &store.Event{ID: "task_unreadable", Type: "task", ContentType: "application/json",
+		Body: []byte("not json"), ReceivedAt: time.Now()}
+	if _, _, err := st.ClaimKey(context.Background(), "scope", "key-u", "fp", time.Hour, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTask(context.Background(), ev, "scope", "key-u", http.StatusAccepted, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.restart(t)
+	if a := h.do(t, http.MethodGet, "/v1/tasks/task_unreadable", operatorToken, "", ""); a.status != http.StatusInternalServerError || a.code() != "internal" {
+		t.Fatalf("GET: %d %s", a.status, a.raw)
+	}
+}

@@ -45,7 +45,11 @@ func startDownstream() (*downstream, error) {
 		NoDefaultServerHeader: true,
 		NoDefaultDate:         true,
 	}
-	go d.srv.Serve(ln)
+	go func() {
+		if err := d.srv.Serve(ln); err != nil {
+			logf("downstream: %v", err)
+		}
+	}()
 	return d, nil
 }
 
@@ -75,7 +79,9 @@ func (d *downstream) handle(c *fasthttp.RequestCtx) {
 }
 
 func (d *downstream) close() {
-	d.srv.Shutdown()
+	if err := d.srv.Shutdown(); err != nil {
+		logf("downstream: %v", err)
+	}
 }
 
 // reset clears the counts (not the events seen).

@@ -103,6 +103,7 @@ func main() {
 	if rep != "" {
 		fmt.Print(rep)
 		if o.out != "" {
+			//nolint:gosec // G306: a report, for others to read
 			if werr := os.WriteFile(o.out, []byte(rep), 0o644); werr != nil {
 				err = errors.Join(err, werr)
 			}
@@ -116,6 +117,13 @@ func main() {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+// removeAll removes a temporary directory, saying so if it cannot.
+func removeAll(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		logf("%v", err)
+	}
 }
 
 // sample is one reading of the gateway's state.
@@ -161,7 +169,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	if o.keep {
 		logf("keeping %s", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		defer removeAll(dir)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -172,43 +180,15 @@ func run(ctx context.Context, o *options) (string, error) {
 
 	// 1. Bare Fiber.
 	if o.bareDuration > 0 {
-		addr, err := freeAddr()
-		if err != nil {
+		if err := r.runBare(ctx, self, dir, tag+"b"); err != nil {
 			return "", err
-		}
-		p, err := startProc("bare fiber", filepath.Join(dir, "bare.log"), self, "-bare", addr)
-		if err != nil {
-			return "", err
-		}
-		err = waitHTTP(p, addr, 30*time.Second)
-		if err == nil {
-			l := newLoader(addr, o.conns, o.size, o.repeat, tag+"b")
-			l.random = o.randomIDs
-			logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
-			l.closedLoop(ctx, o.warmup)
-			m := measureCPU(p)
-			r.bare = l.closedLoop(ctx, o.bareDuration)
-			r.bareCPU = m.done()
-			l.client.CloseIdleConnections()
-			logf("bare fiber: %.0f req/s", r.bare.rate())
-		}
-		err = errors.Join(err, p.stop(10*time.Second))
-		if err != nil {
-			return "", fmt.Errorf("bare fiber: %w", err)
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
 		}
 	}
 
 	// 2. The gateway.
-	bin := o.gateway
-	inProcess := o.cpuprofile != "" || o.memprofile != "" || o.pprofAddr != ""
-	if bin == "" && !inProcess {
-		logf("building ./cmd/gateway")
-		if bin, err = buildGateway(ctx, dir); err != nil {
-			return "", err
-		}
+	bin, err := gatewayBinary(ctx, o, dir)
+	if err != nil {
+		return "", err
 	}
 	ds, err := startDownstream()
 	if err != nil {
@@ -223,41 +203,19 @@ func run(ctx context.Context, o *options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if o.prefill > 0 {
-		route := "bench"
-		if o.noRoute {
-			route = ""
-		}
-		logf("prefill: storing %d published events (each delivered unless -no-route)", o.prefill)
-		t0 := time.Now()
-		if err := prefillCached(ctx, filepath.Join(dir, "data", "hookgate.db"), o.prefillCache, o.prefill, o.size, o.randomIDs, route); err != nil {
-			return "", err
-		}
-		logf("prefill: done in %s", time.Since(t0).Round(time.Second))
+	if err := prefillStore(ctx, o, filepath.Join(dir, "data", "hookgate.db")); err != nil {
+		return "", err
 	}
-	argv := []string{bin, "-config", cfgPath}
-	if bin == "" {
-		argv = []string{self, "-serve-gateway", cfgPath}
-		if o.cpuprofile != "" {
-			abs, _ := filepath.Abs(o.cpuprofile)
-			argv = append(argv, "-cpuprofile", abs)
-		}
-		if o.memprofile != "" {
-			abs, _ := filepath.Abs(o.memprofile)
-			argv = append(argv, "-memprofile", abs)
-		}
-		if o.pprofAddr != "" {
-			argv = append(argv, "-pprof", o.pprofAddr)
-		}
-	}
-	gw, err := startProc("gateway", filepath.Join(dir, "gateway.log"), argv...)
+	gw, err := startProc("gateway", filepath.Join(dir, "gateway.log"), gatewayArgv(o, bin, self, cfgPath)...)
 	if err != nil {
 		return "", err
 	}
 	stopped := false
 	defer func() {
 		if !stopped {
-			gw.stop(30 * time.Second)
+			if err := gw.stop(30 * time.Second); err != nil {
+				logf("gateway: %v", err)
+			}
 		}
 	}()
 	t0 := time.Now()
@@ -271,30 +229,143 @@ func run(ctx context.Context, o *options) (string, error) {
 		return "", err
 	}
 	defer ob.close()
-	if o.prefill > 0 {
-		// Publishing (and delivery) begins once start-up recovery has
-		// read the store: waited for with one event, before the load.
-		if err := firstEvent(ctx, addr, ds, ob, o, tag+"p"); err != nil {
-			return "", err
-		}
-		r.firstDelivery = time.Since(t0)
-		logf("gateway: first event through %s after its start", r.firstDelivery.Round(time.Millisecond))
+	if err := r.waitFirstEvent(ctx, addr, ds, ob, tag+"p", t0); err != nil {
+		return "", err
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
 	r.rssIdle, _ = gw.memory()
 
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag+"g")
 	l.random = o.randomIDs
-	var phase atomic.Value
-	phase.Store("warm-up")
+	smp := r.startSampler(ctx, gw, l, ds, ob)
+	defer smp.stop()
+
+	r.runPeak(ctx, gw, l, addr, smp)        // 3. Peak: closed loop.
+	r.runDrain(ctx, gw, l, ds, ob, smp)     // 4. Delivery of everything accepted so far.
+	r.runHalf(ctx, gw, l, smp)              // 5. Half the peak rate, on a schedule.
+	r.runSoak(ctx, gw, l, smp)              // 6. Soak.
+	r.finish(ctx, gw, l, ds, ob, addr, smp) // What is left delivered; the closing readings.
+
+	stopped = true
+	if err := gw.stop(60 * time.Second); err != nil {
+		logf("gateway stop: %v\n%s", err, gw.tail())
+	}
+	return r.markdown(), ctx.Err()
+}
+
+// runBare measures the bare Fiber handler (this binary with -bare).
+func (r *report) runBare(ctx context.Context, self, dir, tag string) error {
+	o := r.o
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	p, err := startProc("bare fiber", filepath.Join(dir, "bare.log"), self, "-bare", addr)
+	if err != nil {
+		return err
+	}
+	err = waitHTTP(p, addr, 30*time.Second)
+	if err == nil {
+		l := newLoader(addr, o.conns, o.size, o.repeat, tag)
+		l.random = o.randomIDs
+		logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
+		l.closedLoop(ctx, o.warmup)
+		m := measureCPU(p)
+		r.bare = l.closedLoop(ctx, o.bareDuration)
+		r.bareCPU = m.done()
+		l.client.CloseIdleConnections()
+		logf("bare fiber: %.0f req/s", r.bare.rate())
+	}
+	err = errors.Join(err, p.stop(10*time.Second))
+	if err != nil {
+		return fmt.Errorf("bare fiber: %w", err)
+	}
+	return ctx.Err()
+}
+
+// gatewayBinary is -gateway, or ./cmd/gateway built; empty when the
+// gateway runs in this binary (for profiles).
+func gatewayBinary(ctx context.Context, o *options, dir string) (string, error) {
+	inProcess := o.cpuprofile != "" || o.memprofile != "" || o.pprofAddr != ""
+	if o.gateway != "" || inProcess {
+		return o.gateway, nil
+	}
+	logf("building ./cmd/gateway")
+	return buildGateway(ctx, dir)
+}
+
+// prefillStore fills the gateway's store before its start (-prefill).
+func prefillStore(ctx context.Context, o *options, path string) error {
+	if o.prefill <= 0 {
+		return nil
+	}
+	route := "bench"
+	if o.noRoute {
+		route = ""
+	}
+	logf("prefill: storing %d published events (each delivered unless -no-route)", o.prefill)
+	t0 := time.Now()
+	if err := prefillCached(ctx, path, o.prefillCache, o.prefill, o.size, o.randomIDs, route); err != nil {
+		return err
+	}
+	logf("prefill: done in %s", time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// waitFirstEvent, with -prefill, sends one event and waits until it is
+// through: publishing (and delivery) begins once start-up recovery has read
+// the store, and the load comes after.
+func (r *report) waitFirstEvent(ctx context.Context, addr string, ds *downstream, ob *outbox, tag string, t0 time.Time) error {
+	if r.o.prefill <= 0 {
+		return nil
+	}
+	if err := firstEvent(ctx, addr, ds, ob, r.o, tag); err != nil {
+		return err
+	}
+	r.firstDelivery = time.Since(t0)
+	logf("gateway: first event through %s after its start", r.firstDelivery.Round(time.Millisecond))
+	return nil
+}
+
+// gatewayArgv is the gateway's command line: bin, or with no bin this
+// binary running the gateway code in process (for profiles).
+func gatewayArgv(o *options, bin, self, cfgPath string) []string {
+	if bin != "" {
+		return []string{bin, "-config", cfgPath}
+	}
+	argv := []string{self, "-serve-gateway", cfgPath}
+	if o.cpuprofile != "" {
+		abs, _ := filepath.Abs(o.cpuprofile)
+		argv = append(argv, "-cpuprofile", abs)
+	}
+	if o.memprofile != "" {
+		abs, _ := filepath.Abs(o.memprofile)
+		argv = append(argv, "-memprofile", abs)
+	}
+	if o.pprofAddr != "" {
+		argv = append(argv, "-pprof", o.pprofAddr)
+	}
+	return argv
+}
+
+// sampler reads the gateway's state every o.sample into r.samples, each
+// reading labelled with the current phase, until stop.
+type sampler struct {
+	phase  atomic.Value
+	mu     sync.Mutex // r.samples
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *report) startSampler(ctx context.Context, gw *proc, l *loader, ds *downstream, ob *outbox) *sampler {
+	s := &sampler{done: make(chan struct{})}
+	s.phase.Store("warm-up")
 	start := time.Now()
-	samplerDone := make(chan struct{})
-	sampleCtx, cancelSampler := context.WithCancel(ctx)
-	stopSampler := func() { cancelSampler(); <-samplerDone }
-	var mu sync.Mutex
+	sampleCtx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
 	go func() {
-		defer close(samplerDone)
-		t := time.NewTicker(o.sample)
+		defer close(s.done)
+		t := time.NewTicker(r.o.sample)
 		defer t.Stop()
 		for {
 			select {
@@ -303,19 +374,26 @@ func run(ctx context.Context, o *options) (string, error) {
 			case <-t.C:
 			}
 			rss, _ := gw.memory()
-			s := sample{at: time.Since(start), phase: phase.Load().(string),
+			smp := sample{at: time.Since(start), phase: s.phase.Load().(string),
 				accepted: l.accepted.Load(), delivered: ds.distinct.Load(), backlog: ob.backlog(), rss: rss}
-			mu.Lock()
-			r.samples = append(r.samples, s)
-			mu.Unlock()
+			s.mu.Lock()
+			r.samples = append(r.samples, smp)
+			s.mu.Unlock()
 		}
 	}()
-	defer stopSampler()
+	return s
+}
 
-	// 3. Peak: closed loop.
+// stop ends the sampling and waits for it; safe to call twice.
+func (s *sampler) stop() { s.cancel(); <-s.done }
+
+// runPeak is the peak phase: warm-up, then the closed loop, with the CPU
+// profile (-cpuprofile) and WAL restarts taken over it.
+func (r *report) runPeak(ctx context.Context, gw *proc, l *loader, addr string, smp *sampler) {
+	o := r.o
 	logf("gateway: warm-up %s, then %s closed loop over %d connections", o.warmup, o.duration, o.conns)
 	l.closedLoop(ctx, o.warmup)
-	phase.Store("peak")
+	smp.phase.Store("peak")
 	signalProfile(gw, o, syscall.SIGUSR1)
 	walStart, walErr := scrapeWALRestarts(ctx, addr)
 	m := measureCPU(gw)
@@ -328,9 +406,13 @@ func run(ctx context.Context, o *options) (string, error) {
 	signalProfile(gw, o, syscall.SIGUSR2)
 	r.rssPeak, _ = gw.memory()
 	logf("gateway: %.0f events/s at peak (p99 %s); waiting for delivery", r.peak.rate(), r.peak.pct(99))
+}
 
-	// 4. Delivery of everything accepted so far.
-	phase.Store("drain")
+// runDrain waits until everything accepted so far is delivered (or, with
+// -no-route, published): delivery alone, and the end-to-end rate.
+func (r *report) runDrain(ctx context.Context, gw *proc, l *loader, ds *downstream, ob *outbox, smp *sampler) {
+	o := r.o
+	smp.phase.Store("drain")
 	want := l.accepted.Load()
 	if o.noRoute {
 		r.drained = waitOutbox(ctx, ob, o.drainTimeout)
@@ -346,37 +428,52 @@ func run(ctx context.Context, o *options) (string, error) {
 		}
 	}
 	logf("gateway: %d of %d accepted events delivered, %.0f events/s end to end", ds.distinct.Load(), want, r.deliveryRate)
+}
 
-	// 5. Half the peak rate, on a schedule.
-	if o.half > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
-		phase.Store("half")
-		r.halfRate = r.peak.rate() / 2
-		if o.halfRate > 0 {
-			r.halfRate = o.halfRate
-		}
-		logf("gateway: %s at %.0f events/s (half the peak)", o.half, r.halfRate)
-		m := measureCPU(gw)
-		r.half = l.openLoop(ctx, o.half, r.halfRate)
-		r.halfCPU = m.done()
-		logf("gateway: p99 %s at half the peak", r.half.pct(99))
+// runHalf is the open loop at half the peak rate (or -half-rate).
+func (r *report) runHalf(ctx context.Context, gw *proc, l *loader, smp *sampler) {
+	o := r.o
+	if o.half <= 0 || r.peak.rate() <= 0 || ctx.Err() != nil {
+		return
 	}
+	smp.phase.Store("half")
+	r.halfRate = r.peak.rate() / 2
+	if o.halfRate > 0 {
+		r.halfRate = o.halfRate
+	}
+	logf("gateway: %s at %.0f events/s (half the peak)", o.half, r.halfRate)
+	m := measureCPU(gw)
+	r.half = l.openLoop(ctx, o.half, r.halfRate)
+	r.halfCPU = m.done()
+	logf("gateway: p99 %s at half the peak", r.half.pct(99))
+}
 
-	// 6. Soak.
-	if o.soak > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
-		phase.Store("soak")
-		r.soakStart, _ = gw.memory()
-		logf("gateway: soak, %s at %.0f events/s", o.soak, r.peak.rate()/2)
-		l.openLoop(ctx, o.soak, r.peak.rate()/2)
-		r.soakEnd, _ = gw.memory()
-		mu.Lock()
-		for _, s := range r.samples {
-			if s.phase == "soak" {
-				r.soakMax = max(r.soakMax, s.rss)
-			}
-		}
-		mu.Unlock()
+// runSoak is the long open loop at half the peak rate (-soak), for memory
+// over time.
+func (r *report) runSoak(ctx context.Context, gw *proc, l *loader, smp *sampler) {
+	o := r.o
+	if o.soak <= 0 || r.peak.rate() <= 0 || ctx.Err() != nil {
+		return
 	}
-	phase.Store("drain")
+	smp.phase.Store("soak")
+	r.soakStart, _ = gw.memory()
+	logf("gateway: soak, %s at %.0f events/s", o.soak, r.peak.rate()/2)
+	l.openLoop(ctx, o.soak, r.peak.rate()/2)
+	r.soakEnd, _ = gw.memory()
+	smp.mu.Lock()
+	for _, s := range r.samples {
+		if s.phase == "soak" {
+			r.soakMax = max(r.soakMax, s.rss)
+		}
+	}
+	smp.mu.Unlock()
+}
+
+// finish waits for what is left to be delivered and takes the closing
+// readings; the sampling stops.
+func (r *report) finish(ctx context.Context, gw *proc, l *loader, ds *downstream, ob *outbox, addr string, smp *sampler) {
+	o := r.o
+	smp.phase.Store("drain")
 	if o.noRoute {
 		waitOutbox(ctx, ob, o.drainTimeout)
 	} else {
@@ -393,13 +490,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		r.lastErr = e
 	}
 	l.client.CloseIdleConnections()
-	stopSampler()
-
-	stopped = true
-	if err := gw.stop(60 * time.Second); err != nil {
-		logf("gateway stop: %v\n%s", err, gw.tail())
-	}
-	return r.markdown(), ctx.Err()
+	smp.stop()
 }
 
 // cpuSplit is the CPU used during a phase, in cores: by the server under
@@ -436,7 +527,9 @@ func (m *cpuMeter) done() cpuSplit {
 // in-process gateway.
 func signalProfile(p *proc, o *options, sig syscall.Signal) {
 	if o.cpuprofile != "" {
-		p.cmd.Process.Signal(sig)
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			logf("cpu profile: %v", err)
+		}
 	}
 }
 
@@ -467,28 +560,7 @@ func waitDelivered(ctx context.Context, ds *downstream, want int64, timeout time
 func (r *report) markdown() string {
 	var b strings.Builder
 	o := r.o
-	fmt.Fprintf(&b, "## hookgate benchmark\n\n")
-	fmt.Fprintf(&b, "- machine: %s, nproc %d, %s, %s %s/%s\n", cpuModel(), runtime.NumCPU(), kernel(),
-		runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	ids := "counted per sender"
-	if o.randomIDs {
-		ids = "random"
-	}
-	fmt.Fprintf(&b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats, event IDs %s\n",
-		o.conns, o.size, o.repeat*100, ids)
-	if o.prefill > 0 {
-		fmt.Fprintf(&b, "- store pre-filled with %s delivered events (IDs %s) before the gateway started\n", num(float64(o.prefill)), ids)
-	}
-	natsSync, dupWindow := o.natsSync, o.dupWindow
-	if natsSync == "" {
-		natsSync = "default"
-	}
-	if dupWindow == "" {
-		dupWindow = "default"
-	}
-	fmt.Fprintf(&b, "- gateway: embedded JetStream (fsync %s, duplicate window %s), SQLite WAL synchronous=FULL (a 2xx only after the fsync'd commit), route concurrency %d, log level %s\n",
-		natsSync, dupWindow, o.routeConcurrency, o.logLevel)
-	fmt.Fprintf(&b, "- command: `go run ./cmd/bench %s`\n\n", strings.Join(os.Args[1:], " "))
+	r.writeSetup(&b)
 
 	b.WriteString("| metric | result | target | met |\n|---|---:|---|---|\n")
 	ratio := 0.0
@@ -502,15 +574,7 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 / max | %s / %s / %s / %s | | |\n",
 		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)), ms(r.peak.pct(100)))
-	switch {
-	case r.halfRate > 0 && o.halfRate > 0: // not half the peak: no verdict
-		fmt.Fprintf(&b, "| p99 at a fixed rate (-half-rate: %s events/s offered, %s served) | %s (p50 %s, p99.9 %s, max %s) | | |\n",
-			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)), ms(r.half.pct(100)))
-	case r.halfRate > 0:
-		fmt.Fprintf(&b, "| p99 at half the peak (%s events/s offered, %s served) | %s (p50 %s, p99.9 %s, max %s) | < 25 ms | %s |\n",
-			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)), ms(r.half.pct(100)),
-			yes(r.half.pct(99) < 25*time.Millisecond && r.half.rate() > 0.95*r.halfRate))
-	}
+	r.writeHalf(&b)
 	drained := ""
 	if !r.drained {
 		drained = " (not all delivered within -drain-timeout)"
@@ -581,21 +645,69 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "\nlast failed request: `%s`\n", strings.ReplaceAll(r.lastErr, "\n", " "))
 	}
 
-	// Time series, at most about 40 rows.
-	if len(r.samples) > 0 {
-		b.WriteString("\n| t | phase | intake/s | delivered/s | outbox backlog | undelivered | RSS |\n|---:|---|---:|---:|---:|---:|---:|\n")
-		step := max(1, (len(r.samples)+39)/40)
-		var prev sample
-		for i := 0; i < len(r.samples); i += step {
-			s := r.samples[i]
-			dt := (s.at - prev.at).Seconds()
-			fmt.Fprintf(&b, "| %.0fs | %s | %s | %s | %s | %s | %s |\n", s.at.Seconds(), s.phase,
-				num(float64(s.accepted-prev.accepted)/dt), num(float64(s.delivered-prev.delivered)/dt),
-				num(float64(s.backlog)), num(float64(s.accepted-s.delivered)), mb(s.rss))
-			prev = s
-		}
-	}
+	r.writeSeries(&b)
 	return b.String()
+}
+
+// writeSetup writes the report's heading: the machine, the load, the
+// gateway's settings and the command.
+func (r *report) writeSetup(b *strings.Builder) {
+	o := r.o
+	fmt.Fprintf(b, "## hookgate benchmark\n\n")
+	fmt.Fprintf(b, "- machine: %s, nproc %d, %s, %s %s/%s\n", cpuModel(), runtime.NumCPU(), kernel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	ids := "counted per sender"
+	if o.randomIDs {
+		ids = "random"
+	}
+	fmt.Fprintf(b, "- load: %d keep-alive connections from the bench process on the same machine, %d-byte Stripe-signed events, %.0f%% repeats, event IDs %s\n",
+		o.conns, o.size, o.repeat*100, ids)
+	if o.prefill > 0 {
+		fmt.Fprintf(b, "- store pre-filled with %s delivered events (IDs %s) before the gateway started\n", num(float64(o.prefill)), ids)
+	}
+	natsSync, dupWindow := o.natsSync, o.dupWindow
+	if natsSync == "" {
+		natsSync = "default"
+	}
+	if dupWindow == "" {
+		dupWindow = "default"
+	}
+	fmt.Fprintf(b, "- gateway: embedded JetStream (fsync %s, duplicate window %s), SQLite WAL synchronous=FULL (a 2xx only after the fsync'd commit), route concurrency %d, log level %s\n",
+		natsSync, dupWindow, o.routeConcurrency, o.logLevel)
+	fmt.Fprintf(b, "- command: `go run ./cmd/bench %s`\n\n", strings.Join(os.Args[1:], " "))
+}
+
+// writeHalf writes the row of the half phase: p99 at half the peak against
+// its target, or at -half-rate with no verdict.
+func (r *report) writeHalf(b *strings.Builder) {
+	o := r.o
+	switch {
+	case r.halfRate > 0 && o.halfRate > 0: // not half the peak: no verdict
+		fmt.Fprintf(b, "| p99 at a fixed rate (-half-rate: %s events/s offered, %s served) | %s (p50 %s, p99.9 %s, max %s) | | |\n",
+			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)), ms(r.half.pct(100)))
+	case r.halfRate > 0:
+		fmt.Fprintf(b, "| p99 at half the peak (%s events/s offered, %s served) | %s (p50 %s, p99.9 %s, max %s) | < 25 ms | %s |\n",
+			num(r.halfRate), num(r.half.rate()), ms(r.half.pct(99)), ms(r.half.pct(50)), ms(r.half.pct(99.9)), ms(r.half.pct(100)),
+			yes(r.half.pct(99) < 25*time.Millisecond && r.half.rate() > 0.95*r.halfRate))
+	}
+}
+
+// writeSeries writes the sampled time series, at most about 40 rows.
+func (r *report) writeSeries(b *strings.Builder) {
+	if len(r.samples) == 0 {
+		return
+	}
+	b.WriteString("\n| t | phase | intake/s | delivered/s | outbox backlog | undelivered | RSS |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	step := max(1, (len(r.samples)+39)/40)
+	var prev sample
+	for i := 0; i < len(r.samples); i += step {
+		s := r.samples[i]
+		dt := (s.at - prev.at).Seconds()
+		fmt.Fprintf(b, "| %.0fs | %s | %s | %s | %s | %s | %s |\n", s.at.Seconds(), s.phase,
+			num(float64(s.accepted-prev.accepted)/dt), num(float64(s.delivered-prev.delivered)/dt),
+			num(float64(s.backlog)), num(float64(s.accepted-s.delivered)), mb(s.rss))
+		prev = s
+	}
 }
 
 func yes(ok bool) string {

@@ -25,7 +25,7 @@ import (
 // size rather than the few hundred thousand rows a run adds. The events
 // look like the load's: size-byte bodies, IDs random or counted as the
 // load's are. It runs the gateway's migrations first (store.Open).
-func prefill(ctx context.Context, path string, n, size int, random bool, route string) error {
+func prefill(ctx context.Context, path string, n, size int, random bool, route string) (err error) {
 	st, err := store.Open(ctx, store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
@@ -39,7 +39,7 @@ func prefill(ctx context.Context, path string, n, size int, random bool, route s
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { err = errors.Join(err, db.Close()) }()
 	db.SetMaxOpenConns(1)
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -67,8 +67,7 @@ func prefill(ctx context.Context, path string, n, size int, random bool, route s
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.Sync()
+	return errors.Join(f.Sync(), f.Close())
 }
 
 func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random bool, route string,
@@ -163,7 +162,9 @@ func prefillCached(ctx context.Context, path, cacheDir string, n, size int, rand
 			return err
 		}
 		tmp := cached + ".tmp"
-		os.Remove(tmp)
+		if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err // a fill would go on from what is left
+		}
 		if err := prefill(ctx, tmp, n, size, random, route); err != nil {
 			return err
 		}
@@ -193,7 +194,7 @@ func schemaVersion(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
+	defer removeAll(dir)
 	path := filepath.Join(dir, "db")
 	st, err := store.Open(ctx, store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -206,7 +207,7 @@ func schemaVersion(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }() // read only
 	var v int
 	err = db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v)
 	return v, err
@@ -217,20 +218,18 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only
 	out, err := os.Create(to)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+		return errors.Join(err, out.Close())
 	}
 	// On disk before the gateway starts: else its first fsyncs write back
 	// the whole copy, and the run measures that.
 	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+		return errors.Join(err, out.Close())
 	}
 	return out.Close()
 }

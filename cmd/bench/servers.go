@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	_ "net/http/pprof" // -pprof
+	_ "net/http/pprof" //nolint:gosec // G108: served only with -pprof, on the address given
 	"os"
 	"os/signal"
 	"runtime"
@@ -36,7 +37,9 @@ func serveBare(addr string) int {
 	defer stop()
 	go func() {
 		<-ctx.Done()
-		f.ShutdownWithTimeout(5 * time.Second)
+		if err := f.ShutdownWithTimeout(5 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "bare:", err)
+		}
 	}()
 	if err := f.Listen(addr); err != nil {
 		fmt.Fprintln(os.Stderr, "bare:", err)
@@ -52,7 +55,12 @@ func serveGateway(cfgPath, cpuprofile, memprofile, pprofAddr string) int {
 	if pprofAddr != "" {
 		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 		runtime.SetMutexProfileFraction(10)
-		go http.ListenAndServe(pprofAddr, nil)
+		go func() {
+			//nolint:gosec // G114: a profiling endpoint for this run, no timeouts wanted
+			if err := http.ListenAndServe(pprofAddr, nil); err != nil {
+				fmt.Fprintln(os.Stderr, "gateway: pprof:", err)
+			}
+		}()
 	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
@@ -66,13 +74,19 @@ func serveGateway(cfgPath, cpuprofile, memprofile, pprofAddr string) int {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 			return 1
 		}
-		defer f.Close()
+		defer func() {
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "gateway: cpu profile:", err)
+			}
+		}()
 		sigs := make(chan os.Signal, 2)
 		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
 		go func() {
 			for s := range sigs {
 				if s == syscall.SIGUSR1 {
-					pprof.StartCPUProfile(f)
+					if err := pprof.StartCPUProfile(f); err != nil {
+						fmt.Fprintln(os.Stderr, "gateway: cpu profile:", err)
+					}
 				} else {
 					pprof.StopCPUProfile()
 				}
@@ -86,8 +100,9 @@ func serveGateway(cfgPath, cpuprofile, memprofile, pprofAddr string) int {
 	if memprofile != "" {
 		runtime.GC()
 		if f, ferr := os.Create(memprofile); ferr == nil {
-			pprof.Lookup("allocs").WriteTo(f, 0)
-			f.Close()
+			if werr := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); werr != nil {
+				fmt.Fprintln(os.Stderr, "gateway: allocation profile:", werr)
+			}
 		}
 	}
 	if err != nil {
