@@ -330,7 +330,7 @@ func (a *App) Stop(ctx context.Context) error {
 			}
 		}
 		if a.engine != nil {
-			a.engine.Stop(ctx)
+			errs = append(errs, a.engine.Stop(ctx)) // errors.Join drops a nil
 		}
 		if a.pruner != nil {
 			a.pruner.Stop()

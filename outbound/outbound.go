@@ -321,15 +321,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // Stop stops pulling and waits for rounds in flight until ctx ends; then it
-// cancels them, and their messages are handed back for redelivery. Safe to
-// call twice.
-func (e *Engine) Stop(ctx context.Context) {
+// cancels them, and their messages are handed back for redelivery. It
+// returns nil (a round cut short is handed back, not lost). Safe to call
+// twice, and before or without Start.
+func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	cancel, abort := e.cancel, e.abort
 	e.cancel, e.abort = nil, nil
 	e.mu.Unlock()
 	if cancel == nil {
-		return
+		return nil
 	}
 	cancel()
 	e.pullers.Wait()
@@ -342,6 +343,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		<-done
 	}
 	abort()
+	return nil
 }
 
 // envelope is an event as a route delivers it.
