@@ -51,17 +51,17 @@ func (b *breaker) allow(now time.Time) (bool, time.Duration) {
 	return true, 0
 }
 
-// record takes the outcome of a round that allow let run. A nil outcome (the
+// record takes the outcome of a round that allow let run. noWord (the
 // round was cut short) only ends a probe.
-func (b *breaker) record(success *bool, now time.Time) {
+func (b *breaker) record(h health, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	wasProbe := b.probing
 	b.probing = false
-	if success == nil {
+	if h == noWord {
 		return
 	}
-	if *success {
+	if h == healthy {
 		b.failures, b.open, b.lastSuccess = 0, false, now
 		return
 	}
