@@ -174,7 +174,7 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 	d := &store.Delivery{EventSeq: ev.seq, Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
 		IdempotencyKey: key, State: dec.next.state, Rounds: dec.next.rounds, NextAttemptAt: dec.next.nextAttemptAt,
 		LastStatus: dec.next.lastStatus, LastError: dec.next.lastError}
-	if err := e.store.RecordRound(context.WithoutCancel(ctx), d, attempts); err != nil {
+	if err := e.state.Record(context.WithoutCancel(ctx), d, attempts); err != nil {
 		e.log.Error("cannot record delivery round; it will run again", "route", r.cfg.Name,
 			"source", ev.source, "event_id", ev.id, "err", err)
 		return dec.unrecorded(res.stopped)

@@ -19,8 +19,8 @@ import (
 func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
 	act, held := e.process(ctx, r, msg)
 	e.settle(ctx, r, msg, act)
-	if held != 0 {
-		r.running.done(held)
+	if held > 0 {
+		e.state.Release(r.cfg.Name, held)
 	}
 }
 
@@ -67,9 +67,9 @@ func (e *Engine) handBack(ctx context.Context, msg natsjs.Msg) error {
 const handBackWait = 2 * time.Second
 
 // process decides a message's fate, running a round if one is due. It
-// returns the event whose round it holds (0: none), to be released once
+// returns the event whose round it claimed (0: none), to be released once
 // the message is settled.
-func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (action, eventKey) {
+func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (action, int64) {
 	ev, ok := e.messageEnvelope(r, msg)
 	switch {
 	case !ok:
@@ -81,22 +81,21 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (action,
 	}
 	// One round per event at a time: a copy that comes while one runs
 	// comes back shortly, and then reads its outcome.
-	k := eventKey(ev.seq)
-	if !r.running.tryStart(k) {
+	if !e.state.TryClaim(ctx, r.cfg.Name, ev.seq) {
 		return nakFor(roundRunningRetry), 0
 	}
-	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	prev, err := e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	if errors.Is(err, store.ErrOtherEvent) {
-		r.running.done(k)
+		e.state.Release(r.cfg.Name, ev.seq)
 		if !e.adopt(ctx, r, &ev, msg) {
 			return nakFor(stateRetry), 0
 		}
-		if k = eventKey(ev.seq); !r.running.tryStart(k) {
+		if !e.state.TryClaim(ctx, r.cfg.Name, ev.seq) {
 			return nakFor(roundRunningRetry), 0
 		}
-		prev, err = e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
+		prev, err = e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	}
-	return e.runDue(ctx, r, ev, msg, prev, err), k
+	return e.runDue(ctx, r, ev, msg, prev, err), ev.seq
 }
 
 // runDue runs a round of ev if its stored status (prev, or the read's
@@ -143,7 +142,7 @@ func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.M
 	if md, err := msg.Metadata(); err == nil {
 		streamSeq = int64(md.Sequence.Stream)
 	}
-	seq, stored, err := e.store.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
+	seq, stored, err := e.events.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
 		ContentType: h.Get("Content-Type"), Body: msg.Data()}, streamSeq)
 	if err != nil {
 		e.log.Warn("cannot store the event of a message from elsewhere; redelivering later", "route", r.cfg.Name,

@@ -29,15 +29,30 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// Store is what the engine needs from the store.
+// Store is what the engine is built on: the store's parts that each piece
+// of the engine uses, declared where it uses them.
 type Store interface {
-	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
+	StatusRecorder // the default DeliveryState
+	eventAdopter   // a message whose Hookgate-Seq is not its event's here
+	retryStore     // Retry
+	replayStore    // Replay
+	recoverStore   // Recover
+}
+
+// eventAdopter stores the event of a message from elsewhere.
+type eventAdopter interface {
 	AdoptEvent(ctx context.Context, ev *store.Event, streamSeq int64) (seq int64, stored bool, err error)
+}
+
+// retryStore is what an operator's retry reads and resets.
+type retryStore interface {
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
-	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
-	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
-	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
+	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
+}
+
+// recoverStore is what Recover reads and requeues.
+type recoverStore interface {
 	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string, fn func(ev *store.Event, terminal map[string]bool) error) error
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
 	Requeue(ctx context.Context, seqs []int64) error
@@ -61,6 +76,9 @@ type Config struct {
 	// through TaskTransport (the egress policy's).
 	Tasks         *config.Tasks
 	TaskTransport http.RoundTripper
+	// State, if set, is where deliveries stand (cluster mode). Default:
+	// the store, with claims held in this process.
+	State DeliveryState
 }
 
 // Engine runs the consumers of every route.
@@ -68,7 +86,11 @@ type Engine struct {
 	cfg    Config
 	routes []*route
 	byName map[string]*route
-	store  Store
+	state  DeliveryState
+	events eventAdopter
+	retrys retryStore
+	replay replayStore
+	store  recoverStore
 	broker *jetstream.Broker
 	log    *slog.Logger
 
@@ -92,7 +114,11 @@ func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *
 	if cfg.Transport == nil {
 		cfg.Transport = defaultTransport()
 	}
-	e := &Engine{cfg: cfg, store: st, broker: b, log: log, byName: map[string]*route{}}
+	if cfg.State == nil && st != nil {
+		cfg.State = newLocalState(st)
+	}
+	e := &Engine{cfg: cfg, state: cfg.State, events: st, retrys: st, replay: st, store: st, broker: b, log: log,
+		byName: map[string]*route{}}
 	for _, rc := range routes {
 		r, err := newRoute(rc, cfg.Transport)
 		if err != nil {
@@ -250,7 +276,7 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
 // A delivery that succeeded is not sent again.
 func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
-	d, err := e.store.DeliveryByID(ctx, id)
+	d, err := e.retrys.DeliveryByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +287,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	if r == nil {
 		return d, fmt.Errorf("%w: %q", ErrUnknownRoute, d.Route)
 	}
-	ev, err := e.store.EventBySeq(ctx, d.EventSeq)
+	ev, err := e.retrys.EventBySeq(ctx, d.EventSeq)
 	if err != nil {
 		return d, err
 	}
@@ -272,7 +298,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
 		NextAttemptAt: d.NextAttemptAt}
-	if _, err := e.store.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
+	if _, err := e.retrys.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
 		return d, err
 	}
 	d.State = store.StatePending
@@ -293,12 +319,11 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 // was recorded while it waited, it goes on from that record; a retry
 // (resend false) of a delivery that has now succeeded is not sent.
 func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
-	k := eventKey(ev.seq)
-	if !r.running.start(e.roundCtx, k) {
+	if !e.state.Claim(e.roundCtx, r.cfg.Name, ev.seq) {
 		return
 	}
-	defer r.running.done(k)
-	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	defer e.state.Release(r.cfg.Name, ev.seq)
+	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		if !resend {

@@ -29,7 +29,6 @@ type route struct {
 	consumer string        // durable consumer name
 	subjects []string      // the consumer's filter subjects
 	breaker  *breaker
-	running  inflight              // events a round runs for
 	retry    *retryablehttp.Client // client with the round's retries and hooks
 }
 
