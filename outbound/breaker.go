@@ -33,27 +33,34 @@ type breaker struct {
 	lastFailure time.Time
 }
 
+func newBreaker(threshold int, cooldown time.Duration) *breaker {
+	return &breaker{threshold: threshold, cooldown: cooldown}
+}
+
+// ticket is a round allow let run, to give back to record.
+type ticket struct{}
+
 // allow says whether a round may run now; if not, how long to wait.
-func (b *breaker) allow(now time.Time) (bool, time.Duration) {
+func (b *breaker) allow(now time.Time) (ticket, bool, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.manual:
-		return false, 5 * time.Second
+		return ticket{}, false, 5 * time.Second
 	case !b.open:
-		return true, 0
+		return ticket{}, true, 0
 	case now.Before(b.openUntil):
-		return false, b.openUntil.Sub(now)
+		return ticket{}, false, b.openUntil.Sub(now)
 	case b.probing:
-		return false, time.Second
+		return ticket{}, false, time.Second
 	}
 	b.probing = true
-	return true, 0
+	return ticket{}, true, 0
 }
 
 // record takes the outcome of a round that allow let run. noWord (the
 // round was cut short) only ends a probe.
-func (b *breaker) record(h health, now time.Time) {
+func (b *breaker) record(_ ticket, h health, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	wasProbe := b.probing
@@ -86,6 +93,28 @@ func (b *breaker) state(now time.Time) string {
 	return RouteOpen
 }
 
+// status is how the breaker stands (RouteStatus without name and backlog).
+func (b *breaker) status(now time.Time) RouteStatus {
+	b.mu.Lock()
+	st := RouteStatus{ConsecutiveFailures: b.failures, LastSuccess: b.lastSuccess, LastFailure: b.lastFailure}
+	if b.open {
+		st.OpenUntil = b.openUntil
+	}
+	b.mu.Unlock()
+	st.State = b.state(now)
+	return st
+}
+
+// setManual pauses the route, or resumes it and closes an open breaker.
+func (b *breaker) setManual(paused bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.manual = paused
+	if !paused {
+		b.open, b.failures = false, 0
+	}
+}
+
 // RouteStatus is how a route stands.
 type RouteStatus struct {
 	Name                string    `json:"name"`
@@ -106,15 +135,8 @@ func (e *Engine) Routes(ctx context.Context) []RouteStatus {
 	now := time.Now()
 	out := make([]RouteStatus, 0, len(e.routes))
 	for _, r := range e.routes {
-		b := r.breaker
-		b.mu.Lock()
-		st := RouteStatus{Name: r.cfg.Name, ConsecutiveFailures: b.failures,
-			LastSuccess: b.lastSuccess, LastFailure: b.lastFailure}
-		if b.open {
-			st.OpenUntil = b.openUntil
-		}
-		b.mu.Unlock()
-		st.State = b.state(now)
+		st := r.breaker.status(now)
+		st.Name = r.cfg.Name
 		if c, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer); err == nil {
 			if info, err := c.Info(ctx); err == nil {
 				st.Backlog = info.NumPending + uint64(info.NumAckPending)
@@ -136,13 +158,7 @@ func (e *Engine) setManual(name string, paused bool) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrRouteNotFound, name)
 	}
-	b := r.breaker
-	b.mu.Lock()
-	b.manual = paused
-	if !paused {
-		b.open, b.failures = false, 0
-	}
-	b.mu.Unlock()
+	r.breaker.setManual(paused)
 	e.log.Info("route "+map[bool]string{true: "paused", false: "resumed"}[paused]+" by operator", "route", name)
 	return nil
 }

@@ -105,7 +105,8 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	if run, act := admit(prev, err, now); !run {
 		return act
 	}
-	if ok, wait := r.breaker.allow(now); !ok {
+	t, ok, wait := r.breaker.allow(now)
+	if !ok {
 		return nakFor(wait) // paused: nothing is attempted
 	}
 	// Keep the message while the round runs (a timer, not a goroutine:
@@ -113,7 +114,7 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
 	d := e.round(ctx, r, ev, prev, false)
 	keep.stop()
-	r.breaker.record(d.health, time.Now())
+	r.breaker.record(t, d.health, time.Now())
 	return d.then
 }
 

@@ -34,7 +34,7 @@ type route struct {
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
-		breaker: &breaker{threshold: rc.BreakerThreshold, cooldown: rc.BreakerCooldown}}
+		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown)}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
