@@ -9,6 +9,13 @@
 // round is committed to the store before the message is acked or nak'd, so
 // a crash only ever means a redelivery, and every request for one (route,
 // event) carries the same Idempotency-Key.
+//
+// A message goes pull (fetch as many as there are free workers) → handle →
+// process (read the event, claim its round, read its delivery) → admit
+// (is a round due?) → the breaker → round (send, decide, record, report)
+// → settle, the one place a message is acked, nak'd, terminated or handed
+// back. admit and decide are pure (decide.go); where a delivery stands is
+// the DeliveryState, by default the store with claims in this process.
 package outbound
 
 import (
