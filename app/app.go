@@ -208,16 +208,7 @@ func (a *App) startEngine(ctx context.Context) error {
 	if err := a.engine.Start(ctx); err != nil {
 		return err
 	}
-	a.started("deliveries", deliveries{a.engine})
-	return nil
-}
-
-// deliveries gives the engine's Stop, which returns nothing, the shape of
-// the other services.
-type deliveries struct{ *outbound.Engine }
-
-func (d deliveries) Stop(ctx context.Context) error {
-	d.Engine.Stop(ctx)
+	a.started("deliveries", a.engine)
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Route states, as GET /v1/routes and /readyz show them.
@@ -18,72 +20,135 @@ const (
 
 // breaker pauses a route after a run of failed rounds, for a cool-down,
 // then lets one delivery probe the downstream: success closes it, failure
-// opens it again. Operators may pause and resume a route by hand.
+// opens it again. That is sony/gobreaker's two-step breaker (one request
+// when half-open; a round cut short is excluded, which ends a probe
+// without a verdict); around it, operators may pause and resume a route by
+// hand, and the counts GET /v1/routes shows are kept.
 type breaker struct {
 	threshold int // 0: never opens on its own
 	cooldown  time.Duration
 
-	mu          sync.Mutex
-	failures    int // consecutive failed rounds
-	open        bool
-	openUntil   time.Time
-	probing     bool // a probe round is running
+	mu          sync.Mutex // never held while calling cb: cb calls opened under its own lock
+	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
 	manual      bool
+	failures    int // consecutive failed rounds
+	openUntil   time.Time
 	lastSuccess time.Time
 	lastFailure time.Time
 }
 
+func newBreaker(threshold int, cooldown time.Duration) *breaker {
+	b := &breaker{threshold: threshold, cooldown: cooldown}
+	b.cb = b.newCircuit()
+	return b
+}
+
+// errFailed and errNoWord are what a round tells the circuit.
+var (
+	errFailed = errors.New("round failed")
+	errNoWord = errors.New("round cut short")
+)
+
+func (b *breaker) newCircuit() *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		MaxRequests: 1, // one probe
+		Timeout:     b.cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return b.threshold > 0 && c.ConsecutiveFailures >= uint32(b.threshold)
+		},
+		IsExcluded: func(err error) bool { return errors.Is(err, errNoWord) },
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				b.opened(time.Now().Add(b.cooldown))
+			}
+		},
+	})
+}
+
+func (b *breaker) opened(until time.Time) {
+	b.mu.Lock()
+	b.openUntil = until
+	b.mu.Unlock()
+}
+
+// ticket is a round allow let run, to give back to record.
+type ticket struct{ done func(error) }
+
 // allow says whether a round may run now; if not, how long to wait.
-func (b *breaker) allow(now time.Time) (bool, time.Duration) {
+func (b *breaker) allow(now time.Time) (ticket, bool, time.Duration) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.manual:
-		return false, 5 * time.Second
-	case !b.open:
-		return true, 0
-	case now.Before(b.openUntil):
-		return false, b.openUntil.Sub(now)
-	case b.probing:
-		return false, time.Second
+	manual, cb := b.manual, b.cb
+	b.mu.Unlock()
+	if manual {
+		return ticket{}, false, 5 * time.Second
 	}
-	b.probing = true
-	return true, 0
+	done, err := cb.Allow()
+	switch {
+	case err == nil:
+		return ticket{done}, true, 0
+	case errors.Is(err, gobreaker.ErrOpenState):
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return ticket{}, false, max(b.openUntil.Sub(now), time.Millisecond)
+	}
+	return ticket{}, false, time.Second // a probe is running
 }
 
-// record takes the outcome of a round that allow let run. A nil outcome (the
+// record takes the outcome of a round that allow let run. noWord (the
 // round was cut short) only ends a probe.
-func (b *breaker) record(success *bool, now time.Time) {
+func (b *breaker) record(t ticket, h health, now time.Time) {
+	err := errNoWord
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	wasProbe := b.probing
-	b.probing = false
-	if success == nil {
-		return
+	switch h {
+	case healthy:
+		b.failures, b.lastSuccess, err = 0, now, nil
+	case unhealthy:
+		b.failures++
+		b.lastFailure, err = now, errFailed
 	}
-	if *success {
-		b.failures, b.open, b.lastSuccess = 0, false, now
-		return
-	}
-	b.failures++
-	b.lastFailure = now
-	if wasProbe || (b.threshold > 0 && b.failures >= b.threshold) {
-		b.open, b.openUntil = true, now.Add(b.cooldown)
+	b.mu.Unlock()
+	if t.done != nil {
+		t.done(err)
 	}
 }
 
-func (b *breaker) state(now time.Time) string {
+func (b *breaker) state() string {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.manual:
+	manual, cb := b.manual, b.cb
+	b.mu.Unlock()
+	if manual {
 		return RoutePaused
-	case !b.open:
-		return RouteActive
-	case b.probing || !now.Before(b.openUntil):
+	}
+	switch cb.State() {
+	case gobreaker.StateOpen:
+		return RouteOpen
+	case gobreaker.StateHalfOpen:
 		return RouteProbing
 	}
-	return RouteOpen
+	return RouteActive
+}
+
+// status is how the breaker stands (RouteStatus without name and backlog).
+func (b *breaker) status(time.Time) RouteStatus {
+	st := RouteStatus{State: b.state()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st.ConsecutiveFailures, st.LastSuccess, st.LastFailure = b.failures, b.lastSuccess, b.lastFailure
+	if st.State == RouteOpen || st.State == RouteProbing {
+		st.OpenUntil = b.openUntil
+	}
+	return st
+}
+
+// setManual pauses the route, or resumes it and closes an open breaker (a
+// new circuit: rounds allowed by the old one no longer count).
+func (b *breaker) setManual(paused bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.manual = paused
+	if !paused {
+		b.cb, b.failures, b.openUntil = b.newCircuit(), 0, time.Time{}
+	}
 }
 
 // RouteStatus is how a route stands.
@@ -106,15 +171,8 @@ func (e *Engine) Routes(ctx context.Context) []RouteStatus {
 	now := time.Now()
 	out := make([]RouteStatus, 0, len(e.routes))
 	for _, r := range e.routes {
-		b := r.breaker
-		b.mu.Lock()
-		st := RouteStatus{Name: r.cfg.Name, ConsecutiveFailures: b.failures,
-			LastSuccess: b.lastSuccess, LastFailure: b.lastFailure}
-		if b.open {
-			st.OpenUntil = b.openUntil
-		}
-		b.mu.Unlock()
-		st.State = b.state(now)
+		st := r.breaker.status(now)
+		st.Name = r.cfg.Name
 		if c, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer); err == nil {
 			if info, err := c.Info(ctx); err == nil {
 				st.Backlog = info.NumPending + uint64(info.NumAckPending)
@@ -136,13 +194,7 @@ func (e *Engine) setManual(name string, paused bool) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrRouteNotFound, name)
 	}
-	b := r.breaker
-	b.mu.Lock()
-	b.manual = paused
-	if !paused {
-		b.open, b.failures = false, 0
-	}
-	b.mu.Unlock()
+	r.breaker.setManual(paused)
 	e.log.Info("route "+map[bool]string{true: "paused", false: "resumed"}[paused]+" by operator", "route", name)
 	return nil
 }

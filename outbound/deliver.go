@@ -160,20 +160,57 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 	return d/2 + rand.N(d/2+1)
 }
 
-// round delivers one event to one route: a few quick attempts, then the
-// outcome is recorded. prev is the delivery as stored (zero if none). It
-// returns the recorded delivery, or nil when the round was cut short by a
-// stop or could not be recorded (the caller hands the message back).
-// manual rounds (operator retries) do not advance the long schedule.
-func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool) *store.Delivery {
+// round delivers ev to r: a few quick attempts, then the outcome is
+// recorded, as decide says. prev is the delivery as stored (zero if none);
+// manual rounds (an operator's retry or replay) do not advance the long
+// schedule.
+func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool) decision {
 	key := IdempotencyKey(r.cfg.Name, ev.source, ev.id)
-	st := &roundState{r: r, key: key, body: ev.body, base: prev.Attempts}
-	d := &store.Delivery{EventSeq: ev.seq, Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
-		IdempotencyKey: key, State: store.StatePending, Rounds: prev.Rounds, NextAttemptAt: prev.NextAttemptAt}
-	if prev.State != "" { // a delivery is stored
-		d.State = prev.State
+	res, attempts := e.send(ctx, r, ev, key, prev.Attempts)
+	dec := decide(prev, res, r.cfg.Schedule, time.Now(), manual)
+	if !dec.record {
+		return dec
 	}
+	d := &store.Delivery{EventSeq: ev.seq, Route: r.cfg.Name, Source: ev.source, EventID: ev.id, EventType: ev.typ,
+		IdempotencyKey: key, State: dec.next.state, Rounds: dec.next.rounds, NextAttemptAt: dec.next.nextAttemptAt,
+		LastStatus: dec.next.lastStatus, LastError: dec.next.lastError}
+	if err := e.state.Record(context.WithoutCancel(ctx), d, attempts); err != nil {
+		e.log.Error("cannot record delivery round; it will run again", "route", r.cfg.Name,
+			"source", ev.source, "event_id", ev.id, "err", err)
+		return dec.unrecorded(res.stopped)
+	}
+	e.report(r, ev, d, dec.outcome, attempts)
+	return dec
+}
 
+// send makes a round's requests: what they came to, and each attempt, to
+// be recorded. before is the number of attempts of earlier rounds.
+func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, before int) (roundResult, []store.Attempt) {
+	st := &roundState{r: r, key: key, body: ev.body, base: before}
+	req, err := e.request(context.WithValue(ctx, ctxKey{}, st), r, ev, key)
+	if err != nil {
+		// No attempt can ever send it (e.g. an event stored with a control
+		// character in its type): one attempt records why.
+		a := store.Attempt{StartedAt: time.Now(), Error: "cannot build request: " + transportError(err)}
+		return roundResult{attempts: 1, last: a, unsendable: true, stopped: ctx.Err() != nil}, []store.Attempt{a}
+	}
+	resp, err := r.retry.Do(req)
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+	}
+	res := roundResult{attempts: len(st.attempts), stopped: ctx.Err() != nil}
+	if n := len(st.attempts); n > 0 {
+		res.last = st.attempts[n-1]
+	}
+	if err != nil {
+		res.err = transportError(err)
+	}
+	return res, st.attempts
+}
+
+// request is ev's request to r, or why net/http could not send it.
+func (e *Engine) request(ctx context.Context, r *route, ev envelope, key string) (*retryablehttp.Request, error) {
 	url, method := r.cfg.URL.Reveal(), http.MethodPost
 	if ev.url != "" {
 		url = ev.url
@@ -181,112 +218,44 @@ func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.De
 	if ev.method != "" {
 		method = ev.method
 	}
-	req, buildErr := retryablehttp.NewRequestWithContext(context.WithValue(ctx, ctxKey{}, st), method, url, ev.body)
-	if buildErr == nil {
-		h := req.Header
-		for k, v := range ev.headers {
-			h.Set(k, v)
-		}
-		for k, v := range r.cfg.Headers {
-			h.Set(k, v)
-		}
-		ct := ev.contentType
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		h.Set("Content-Type", ct)
-		h.Set("Idempotency-Key", key)
-		h.Set("User-Agent", e.cfg.UserAgent)
-		h.Set("X-Hookgate-Source", ev.source)
-		h.Set("X-Hookgate-Event-Id", ev.id)
-		h.Set("X-Hookgate-Event-Type", ev.typ)
-		if r.signKey != nil {
-			h.Set("webhook-id", key)
-		}
-		buildErr = checkHeader(h)
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, url, ev.body)
+	if err != nil {
+		return nil, err
 	}
+	h := req.Header
+	for k, v := range ev.headers {
+		h.Set(k, v)
+	}
+	for k, v := range r.cfg.Headers {
+		h.Set(k, v)
+	}
+	ct := ev.contentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Idempotency-Key", key)
+	h.Set("User-Agent", e.cfg.UserAgent)
+	h.Set("X-Hookgate-Source", ev.source)
+	h.Set("X-Hookgate-Event-Id", ev.id)
+	h.Set("X-Hookgate-Event-Type", ev.typ)
+	if r.signKey != nil {
+		h.Set("webhook-id", key)
+	}
+	return req, checkHeader(h)
+}
 
-	var resp *http.Response
-	var err error
-	if buildErr != nil {
-		// No attempt can ever send it (e.g. an event stored with a control
-		// character in its type): one attempt records why, and the
-		// delivery is dead below.
-		st.attempts = append(st.attempts, store.Attempt{StartedAt: time.Now(),
-			Error: "cannot build request: " + transportError(buildErr)})
-	} else {
-		resp, err = r.retry.Do(req)
-	}
-	if resp != nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-	}
-	stopped := ctx.Err() != nil
-	now := time.Now()
-	var last store.Attempt
-	if n := len(st.attempts); n > 0 {
-		last = st.attempts[n-1]
-	}
-	d.LastStatus, d.LastError = last.Status, last.Error
-	if d.LastError == "" && last.Status != 0 && (last.Status < 200 || last.Status >= 300) {
-		d.LastError = http.StatusText(last.Status)
-	}
-	if d.LastError == "" && err != nil && !stopped {
-		d.LastError = transportError(err)
-	}
-	outcome := ""
-	switch {
-	case buildErr != nil:
-		d.State, d.NextAttemptAt = store.StateDead, time.Time{}
-		outcome = "dead"
-	case last.Status >= 200 && last.Status < 300:
-		d.State, d.NextAttemptAt, d.LastError = store.StateSucceeded, time.Time{}, ""
-		outcome = "succeeded"
-	case last.Status == http.StatusGone:
-		d.State, d.NextAttemptAt = store.StateDead, time.Time{}
-		outcome = "dead"
-	case stopped:
-		// Keep the state; the message is handed back.
-		if len(st.attempts) == 0 {
-			return nil
-		}
-		if manual {
-			// An operator's retry or replay stays pending: the next start
-			// puts its event back in the outbox (Engine.Recover).
-			d.State, d.NextAttemptAt = store.StatePending, time.Time{}
-		}
-	case manual:
-		// An operator's round leaves the state and schedule where they were.
-		outcome = "failed"
-	default:
-		d.Rounds++
-		if d.Rounds > len(r.cfg.Schedule) {
-			d.State, d.NextAttemptAt = store.StateDead, time.Time{}
-			outcome = "dead"
-		} else {
-			d.State = store.StateRetrying
-			d.NextAttemptAt = now.Add(r.cfg.Schedule[d.Rounds-1])
-			outcome = "retrying"
-		}
-	}
-	if err := e.store.RecordRound(context.WithoutCancel(ctx), d, st.attempts); err != nil {
-		e.log.Error("cannot record delivery round; it will run again", "route", r.cfg.Name,
-			"source", ev.source, "event_id", ev.id, "err", err)
-		return nil
-	}
-	e.cfg.Metrics.round(r.cfg.Name, outcome, st.attempts)
+// report counts a recorded round and logs it.
+func (e *Engine) report(r *route, ev envelope, d *store.Delivery, outcome string, attempts []store.Attempt) {
+	e.cfg.Metrics.round(r.cfg.Name, outcome, attempts)
 	switch outcome {
-	case "dead":
+	case outcomeDead:
 		e.log.Warn("delivery dead", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
 			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "delivery_id", d.ID)
-	case "retrying", "failed":
+	case outcomeRetrying, outcomeFailed:
 		e.log.Info("delivery round failed", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
 			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "next_attempt_at", d.NextAttemptAt)
-	case "succeeded":
+	case outcomeSucceeded:
 		e.log.Debug("delivered", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id, "attempts", d.Attempts)
 	}
-	if stopped {
-		return nil
-	}
-	return d
 }

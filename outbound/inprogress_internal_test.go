@@ -28,7 +28,9 @@ func TestInProgressKeepsMessage(t *testing.T) {
 	if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	const ackWait = 300 * time.Millisecond
+	// Signals every third of AckWait: on a loaded machine a signal may come
+	// hundreds of milliseconds late and still be in time.
+	const ackWait = time.Second
 	cons, err := js.CreateConsumer(ctx, "S", natsjs.ConsumerConfig{Durable: "c", AckPolicy: natsjs.AckExplicitPolicy, AckWait: ackWait})
 	if err != nil {
 		t.Fatal(err)
@@ -41,9 +43,9 @@ func TestInProgressKeepsMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := keepInProgress(msg, ackWait/3)
-	// A pull waits four AckWaits: without the signals the message is
+	// A pull waits three AckWaits: without the signals the message is
 	// redelivered to it.
-	batch, err := cons.Fetch(1, natsjs.FetchMaxWait(4*ackWait))
+	batch, err := cons.Fetch(1, natsjs.FetchMaxWait(3*ackWait))
 	if err != nil {
 		t.Fatal(err)
 	}

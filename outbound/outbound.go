@@ -9,6 +9,13 @@
 // round is committed to the store before the message is acked or nak'd, so
 // a crash only ever means a redelivery, and every request for one (route,
 // event) carries the same Idempotency-Key.
+//
+// A message goes pull (fetch as many as there are free workers) → handle →
+// process (read the event, claim its round, read its delivery) → admit
+// (is a round due?) → the breaker → round (send, decide, record, report)
+// → settle, the one place a message is acked, nak'd, terminated or handed
+// back. admit and decide are pure (decide.go); where a delivery stands is
+// the DeliveryState, by default the store with claims in this process.
 package outbound
 
 import (
@@ -18,11 +25,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/config"
@@ -30,15 +35,30 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// Store is what the engine needs from the store.
+// Store is what the engine is built on: the store's parts that each piece
+// of the engine uses, declared where it uses them.
 type Store interface {
-	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
+	StatusRecorder // the default DeliveryState
+	eventAdopter   // a message whose Hookgate-Seq is not its event's here
+	retryStore     // Retry
+	replayStore    // Replay
+	recoverStore   // Recover
+}
+
+// eventAdopter stores the event of a message from elsewhere.
+type eventAdopter interface {
 	AdoptEvent(ctx context.Context, ev *store.Event, streamSeq int64) (seq int64, stored bool, err error)
+}
+
+// retryStore is what an operator's retry reads and resets.
+type retryStore interface {
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
-	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
-	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
-	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
+	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
+}
+
+// recoverStore is what Recover reads and requeues.
+type recoverStore interface {
 	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string, fn func(ev *store.Event, terminal map[string]bool) error) error
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
 	Requeue(ctx context.Context, seqs []int64) error
@@ -62,6 +82,9 @@ type Config struct {
 	// through TaskTransport (the egress policy's).
 	Tasks         *config.Tasks
 	TaskTransport http.RoundTripper
+	// State, if set, is where deliveries stand (cluster mode). Default:
+	// the store, with claims held in this process.
+	State DeliveryState
 }
 
 // Engine runs the consumers of every route.
@@ -69,7 +92,11 @@ type Engine struct {
 	cfg    Config
 	routes []*route
 	byName map[string]*route
-	store  Store
+	state  DeliveryState
+	events eventAdopter
+	retrys retryStore
+	replay replayStore
+	store  recoverStore
 	broker *jetstream.Broker
 	log    *slog.Logger
 
@@ -93,7 +120,11 @@ func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *
 	if cfg.Transport == nil {
 		cfg.Transport = defaultTransport()
 	}
-	e := &Engine{cfg: cfg, store: st, broker: b, log: log, byName: map[string]*route{}}
+	if cfg.State == nil && st != nil {
+		cfg.State = newLocalState(st)
+	}
+	e := &Engine{cfg: cfg, state: cfg.State, events: st, retrys: st, replay: st, store: st, broker: b, log: log,
+		byName: map[string]*route{}}
 	for _, rc := range routes {
 		r, err := newRoute(rc, cfg.Transport)
 		if err != nil {
@@ -179,133 +210,17 @@ func (e *Engine) ensureConsumer(ctx context.Context, r *route) (natsjs.Consumer,
 	return e.broker.EnsureConsumer(ctx, e.consumerConfig(r))
 }
 
-// pull feeds a route's messages to at most Concurrency rounds at a time.
-// It fetches only as many messages as it has free workers, and waits for
-// each fetch to end (at most fetchWait): nothing is left pulled but
-// unhandled, so a stop hands every message back at once (nak) instead of
-// leaving it to JetStream's AckWait.
-//
-// The workers live as long as pull: a goroutine per message grew its stack
-// (copying it) in every round (bench/PROFILE.md, sixth round).
-func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
-	defer e.pullers.Done()
-	sem := make(chan struct{}, r.cfg.Concurrency)
-	work := make(chan natsjs.Msg, r.cfg.Concurrency)
-	defer close(work)
-	for range r.cfg.Concurrency {
-		go func() {
-			for msg := range work {
-				e.handle(roundCtx, r, msg)
-				<-sem
-				e.inflight.Done()
-			}
-		}()
-	}
-	var cons natsjs.Consumer
-	for pullCtx.Err() == nil {
-		if cons == nil {
-			err := e.broker.EnsureStream(pullCtx)
-			if err == nil {
-				cons, err = e.ensureConsumer(pullCtx, r)
-			}
-			if err != nil {
-				if pullCtx.Err() != nil {
-					return
-				}
-				e.log.Warn("route consumer unavailable; retrying", "route", r.cfg.Name, "err", err)
-				cons = nil
-				if !sleep(pullCtx, time.Second) {
-					return
-				}
-				continue
-			}
-		}
-		// Take one free worker (waiting for it), then every other free one.
-		select {
-		case sem <- struct{}{}:
-		case <-pullCtx.Done():
-			return
-		}
-		n := 1
-	more:
-		for n < cap(sem) {
-			select {
-			case sem <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
-		batch, err := cons.Fetch(n, natsjs.FetchMaxWait(fetchWait))
-		if err != nil {
-			for range n {
-				<-sem
-			}
-			if pullCtx.Err() != nil {
-				return
-			}
-			e.log.Warn("route fetch failed; retrying", "route", r.cfg.Name, "err", err)
-			cons = nil
-			if !sleep(pullCtx, time.Second) {
-				return
-			}
-			continue
-		}
-		// Messages that come once a stop began are handed back, under one
-		// deadline for them all.
-		var handBackCtx context.Context
-		cancelHandBack := func() {}
-		for msg := range batch.Messages() {
-			n--
-			if pullCtx.Err() != nil {
-				if handBackCtx == nil {
-					handBackCtx, cancelHandBack = context.WithTimeout(context.Background(), handBackWait)
-				}
-				e.handBack(handBackCtx, msg) // another process, or the next start, takes it at once
-				<-sem
-				continue
-			}
-			e.inflight.Add(1)
-			work <- msg // never waits long: a message holds a worker's token
-		}
-		cancelHandBack()
-		for range n {
-			<-sem
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			e.log.Warn("route fetch interrupted", "route", r.cfg.Name, "err", err)
-			cons = nil
-			if !sleep(pullCtx, 250*time.Millisecond) {
-				return
-			}
-		}
-	}
-}
-
-// fetchWait bounds one fetch: how long a stop may wait for it to end.
-const fetchWait = time.Second
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // Stop stops pulling and waits for rounds in flight until ctx ends; then it
-// cancels them, and their messages are handed back for redelivery. Safe to
-// call twice.
-func (e *Engine) Stop(ctx context.Context) {
+// cancels them, and their messages are handed back for redelivery. It
+// returns nil (a round cut short is handed back, not lost). Safe to call
+// twice, and before or without Start.
+func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	cancel, abort := e.cancel, e.abort
 	e.cancel, e.abort = nil, nil
 	e.mu.Unlock()
 	if cancel == nil {
-		return
+		return nil
 	}
 	cancel()
 	e.pullers.Wait()
@@ -318,6 +233,7 @@ func (e *Engine) Stop(ctx context.Context) {
 		<-done
 	}
 	abort()
+	return nil
 }
 
 // envelope is an event as a route delivers it.
@@ -339,191 +255,11 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 	return envelope{seq: seq, source: source, id: id, typ: typ, contentType: contentType, body: body}, true
 }
 
-// handle runs one message of a route: skip, or one round, then ack/nak.
-func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
-	h := msg.Headers()
-	seq, _ := strconv.ParseInt(h.Get(jetstream.HeaderSeq), 10, 64)
-	ev, ok := envelopeOf(seq, h.Get(jetstream.HeaderSource), h.Get(jetstream.HeaderEventID),
-		h.Get(jetstream.HeaderEventType), h.Get("Content-Type"), msg.Data())
-	if !ok || ev.source == "" || ev.id == "" {
-		e.log.Error("message without event identity; dropped", "route", r.cfg.Name, "subject", msg.Subject())
-		msg.Term()
-		return
-	}
-	if !r.matches(ev.source, ev.typ) {
-		msg.Ack()
-		return
-	}
-	if ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg) {
-		return
-	}
-	// One round per event at a time: a copy that comes while one runs
-	// comes back shortly, and then reads its outcome.
-	k := eventKey(ev.seq)
-	if !r.running.tryStart(k) {
-		msg.NakWithDelay(roundRunningRetry)
-		return
-	}
-	prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
-	if errors.Is(err, store.ErrOtherEvent) {
-		r.running.done(k)
-		if !e.adopt(ctx, r, &ev, msg) {
-			return
-		}
-		if k = eventKey(ev.seq); !r.running.tryStart(k) {
-			msg.NakWithDelay(roundRunningRetry)
-			return
-		}
-		prev, err = e.store.DeliveryStatus(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
-	}
-	defer r.running.done(k)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		e.log.Warn("delivery state unavailable; redelivering later", "route", r.cfg.Name, "err", err)
-		msg.NakWithDelay(5 * time.Second)
-		return
-	case prev.Terminal():
-		msg.Ack() // delivered already (a re-publish or a redelivery)
-		return
-	case prev.State == store.StateRetrying && time.Until(prev.NextAttemptAt) > time.Second:
-		msg.NakWithDelay(time.Until(prev.NextAttemptAt))
-		return
-	}
-
-	ok, wait := r.breaker.allow(time.Now())
-	if !ok {
-		msg.NakWithDelay(wait) // paused: nothing is attempted
-		return
-	}
-
-	// Keep the message while the round runs (a timer, not a goroutine:
-	// most rounds end long before the first signal is due).
-	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
-	d := e.round(ctx, r, ev, prev, false)
-	keep.stop()
-	r.breaker.record(roundSucceeded(d), time.Now())
-	if d == nil {
-		if ctx.Err() != nil {
-			hctx, cancel := context.WithTimeout(context.Background(), handBackWait)
-			e.handBack(hctx, msg) // stopped mid-round: another process, or the next start, takes it at once
-			cancel()
-		} else {
-			// The outcome could not be recorded (the store refuses writes):
-			// try again later, not in a tight loop.
-			msg.NakWithDelay(unrecordedRetry)
-		}
-		return
-	}
-	switch d.State {
-	case store.StateRetrying:
-		msg.NakWithDelay(time.Until(d.NextAttemptAt))
-	default:
-		msg.Ack()
-	}
-}
-
-// adopt gives ev the seq its event has in this store, storing the event
-// from msg if the store does not hold it: for a message without a
-// Hookgate-Seq, or whose seq is not its event's here (published before
-// this store was replaced, or a copy of an event retention pruned since).
-// On failure it naks msg and reports false.
-func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.Msg) bool {
-	h := msg.Headers()
-	var streamSeq int64
-	if md, err := msg.Metadata(); err == nil {
-		streamSeq = int64(md.Sequence.Stream)
-	}
-	seq, stored, err := e.store.AdoptEvent(ctx, &store.Event{Source: ev.source, ID: ev.id, Type: h.Get(jetstream.HeaderEventType),
-		ContentType: h.Get("Content-Type"), Body: msg.Data()}, streamSeq)
-	if err != nil {
-		e.log.Warn("cannot store the event of a message from elsewhere; redelivering later", "route", r.cfg.Name,
-			"source", ev.source, "event_id", ev.id, "err", err)
-		msg.NakWithDelay(5 * time.Second)
-		return false
-	}
-	lvl := slog.LevelDebug
-	if stored {
-		lvl = slog.LevelInfo
-	}
-	e.log.Log(ctx, lvl, "message's Hookgate-Seq is not its event's in this store; delivering under the store's",
-		"route", r.cfg.Name, "source", ev.source, "event_id", ev.id, "message_seq", ev.seq, "seq", seq, "stored", stored)
-	ev.seq = seq
-	return true
-}
-
-// handBack gives a message back at a stop, to be delivered again at once,
-// also after a restart (see jetstream.Broker.HandBack); if the server does
-// not answer before ctx ends, a plain NAK is the fallback.
-func (e *Engine) handBack(ctx context.Context, msg natsjs.Msg) {
-	if err := e.broker.HandBack(ctx, msg); err != nil {
-		e.log.Warn("cannot hand a message back; it is redelivered after its ack wait", "err", err)
-		msg.Nak()
-	}
-}
-
-// handBackWait bounds how long a stop waits for the server to take
-// messages back (those of one fetch together).
-const handBackWait = 2 * time.Second
-
-// inProgress signals a message's progress every interval until stopped.
-type inProgress struct {
-	mu    sync.Mutex
-	t     *time.Timer
-	every time.Duration
-	msg   natsjs.Msg
-	done  bool
-}
-
-func keepInProgress(msg natsjs.Msg, every time.Duration) *inProgress {
-	k := &inProgress{msg: msg, every: every}
-	k.mu.Lock()
-	k.t = time.AfterFunc(every, k.signal)
-	k.mu.Unlock()
-	return k
-}
-
-func (k *inProgress) signal() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.done {
-		return
-	}
-	k.msg.InProgress()
-	k.t.Reset(k.every)
-}
-
-// stop ends the signals; none is sent after it returns.
-func (k *inProgress) stop() {
-	k.mu.Lock()
-	k.done = true
-	k.t.Stop()
-	k.mu.Unlock()
-}
-
-// unrecordedRetry is how long a message waits after a round whose outcome
-// could not be recorded.
-const unrecordedRetry = 5 * time.Second
-
-// roundRunningRetry is how long a message waits when a round for its event
-// is already running in this process.
-const roundRunningRetry = time.Second
-
-// roundSucceeded is a round's outcome for the breaker: nil when it says
-// nothing of the downstream's health (cut short, or 410 Gone).
-func roundSucceeded(d *store.Delivery) *bool {
-	if d == nil || (d.State == store.StateDead && d.LastStatus == http.StatusGone) {
-		return nil
-	}
-	ok := d.State == store.StateSucceeded
-	return &ok
-}
-
 // Retry runs a round of a delivery now, in the background, with the same
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
 // A delivery that succeeded is not sent again.
 func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
-	d, err := e.store.DeliveryByID(ctx, id)
+	d, err := e.retrys.DeliveryByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +270,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	if r == nil {
 		return d, fmt.Errorf("%w: %q", ErrUnknownRoute, d.Route)
 	}
-	ev, err := e.store.EventBySeq(ctx, d.EventSeq)
+	ev, err := e.retrys.EventBySeq(ctx, d.EventSeq)
 	if err != nil {
 		return d, err
 	}
@@ -545,7 +281,7 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
 		NextAttemptAt: d.NextAttemptAt}
-	if _, err := e.store.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
+	if _, err := e.retrys.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
 		return d, err
 	}
 	d.State = store.StatePending
@@ -566,12 +302,11 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 // was recorded while it waited, it goes on from that record; a retry
 // (resend false) of a delivery that has now succeeded is not sent.
 func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
-	k := eventKey(ev.seq)
-	if !r.running.start(e.roundCtx, k) {
+	if !e.state.Claim(e.roundCtx, r.cfg.Name, ev.seq) {
 		return
 	}
-	defer r.running.done(k)
-	cur, err := e.store.DeliveryStatus(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	defer e.state.Release(r.cfg.Name, ev.seq)
+	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		if !resend {

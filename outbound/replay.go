@@ -12,8 +12,9 @@ import (
 // event now (or the route asked for does not take it).
 var ErrNoRoute = errors.New("no route takes this event")
 
-// ReplayStore is what Replay needs beyond the engine's Store.
-type ReplayStore interface {
+// replayStore is what Replay reads and resets.
+type replayStore interface {
+	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
 	ResetDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, error)
 }
 
@@ -27,11 +28,7 @@ type ReplayStore interface {
 // were (a new delivery stays pending for its route's consumer). It returns
 // the deliveries as reset.
 func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) ([]*store.Delivery, error) {
-	rs, ok := e.store.(ReplayStore)
-	if !ok {
-		return nil, errors.New("replay: the store cannot reset deliveries")
-	}
-	ev, err := e.store.GetEvent(ctx, source, eventID)
+	ev, err := e.replay.GetEvent(ctx, source, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -39,27 +36,10 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	if !ok {
 		return nil, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
-	var targets []*route
-	if routeName != "" {
-		r := e.byName[routeName]
-		if r == nil {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, routeName)
-		}
-		if !r.matches(ev.Source, ev.Type) {
-			return nil, fmt.Errorf("%w: route %q does not take %s events of type %q", ErrNoRoute, routeName, ev.Source, ev.Type)
-		}
-		targets = append(targets, r)
-	} else {
-		for _, r := range e.routes {
-			if r.matches(ev.Source, ev.Type) {
-				targets = append(targets, r)
-			}
-		}
-		if len(targets) == 0 {
-			return nil, ErrNoRoute
-		}
+	targets, err := e.replayTargets(ev, routeName)
+	if err != nil {
+		return nil, err
 	}
-
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil {
@@ -67,13 +47,11 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
-		prev, err := e.store.DeliveryStatus(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
+		prev, err := e.state.Status(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return out, err
 		}
-		d, err := rs.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
+		d, err := e.replay.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
 			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
 		if err != nil {
 			return out, err
@@ -86,6 +64,31 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		}()
 	}
 	return out, nil
+}
+
+// replayTargets are the routes a replay of ev goes to: routeName, or every
+// route that takes it.
+func (e *Engine) replayTargets(ev *store.Event, routeName string) ([]*route, error) {
+	if routeName != "" {
+		r := e.byName[routeName]
+		if r == nil {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, routeName)
+		}
+		if !r.matches(ev.Source, ev.Type) {
+			return nil, fmt.Errorf("%w: route %q does not take %s events of type %q", ErrNoRoute, routeName, ev.Source, ev.Type)
+		}
+		return []*route{r}, nil
+	}
+	var targets []*route
+	for _, r := range e.routes {
+		if r.matches(ev.Source, ev.Type) {
+			targets = append(targets, r)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, ErrNoRoute
+	}
+	return targets, nil
 }
 
 // Finished reports whether every route that takes an event under the

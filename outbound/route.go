@@ -29,13 +29,12 @@ type route struct {
 	consumer string        // durable consumer name
 	subjects []string      // the consumer's filter subjects
 	breaker  *breaker
-	running  inflight              // events a round runs for
 	retry    *retryablehttp.Client // client with the round's retries and hooks
 }
 
 func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
-		breaker: &breaker{threshold: rc.BreakerThreshold, cooldown: rc.BreakerCooldown}}
+		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown)}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")

@@ -1,0 +1,143 @@
+package outbound
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+var (
+	now      = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	schedule = []time.Duration{time.Minute, time.Hour}
+)
+
+func TestAdmit(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		prev store.DeliveryStatus
+		err  error
+		run  bool
+		act  action
+	}{
+		{"never delivered", store.DeliveryStatus{}, store.ErrNotFound, true, action{}},
+		{"not found, wrapped", store.DeliveryStatus{}, fmt.Errorf("x: %w", store.ErrNotFound), true, action{}},
+		{"store unavailable", store.DeliveryStatus{}, store.ErrUnavailable, false, nakFor(5 * time.Second)},
+		{"still another event's seq", store.DeliveryStatus{}, store.ErrOtherEvent, false, nakFor(5 * time.Second)},
+		{"pending", store.DeliveryStatus{State: store.StatePending}, nil, true, action{}},
+		{"succeeded", store.DeliveryStatus{State: store.StateSucceeded}, nil, false, actAck},
+		{"dead", store.DeliveryStatus{State: store.StateDead}, nil, false, actAck},
+		{"retrying, due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(-time.Minute)}, nil, true, action{}},
+		{"retrying, due within a second", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Second)}, nil, true, action{}},
+		{"retrying, not yet due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Hour)}, nil, false, nakUntil(now.Add(time.Hour))},
+	}
+	for _, c := range cases {
+		run, act := admit(c.prev, c.err, now)
+		if run != c.run || act != c.act {
+			t.Errorf("%s: admit = %v, %+v; want %v, %+v", c.name, run, act, c.run, c.act)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	ok := roundResult{attempts: 1, last: store.Attempt{Status: 200}}
+	fail := roundResult{attempts: 3, last: store.Attempt{Status: 503}}
+	connErr := roundResult{attempts: 3, last: store.Attempt{Error: "dial tcp: refused"}, err: "dial tcp: refused"}
+	gone := roundResult{attempts: 1, last: store.Attempt{Status: 410}}
+	stopped := roundResult{attempts: 2, last: store.Attempt{Status: 500}, stopped: true}
+	unsendable := roundResult{attempts: 1, last: store.Attempt{Error: "cannot build request: x"}, unsendable: true}
+	retrying := store.DeliveryStatus{ID: 7, State: store.StateRetrying, Attempts: 3, Rounds: 1, NextAttemptAt: now.Add(-time.Second)}
+	lastRound := store.DeliveryStatus{ID: 7, State: store.StateRetrying, Attempts: 6, Rounds: 2}
+	dead := store.DeliveryStatus{ID: 7, State: store.StateDead, Attempts: 9, Rounds: 3}
+	cases := []struct {
+		name   string
+		prev   store.DeliveryStatus
+		res    roundResult
+		manual bool
+		want   decision
+	}{
+		{"first round succeeds", store.DeliveryStatus{}, ok, false, decision{record: true,
+			next:    change{state: store.StateSucceeded, lastStatus: 200},
+			outcome: outcomeSucceeded, health: healthy, then: actAck}},
+		{"first round fails: the schedule's first step", store.DeliveryStatus{}, fail, false, decision{record: true,
+			next:    change{state: store.StateRetrying, rounds: 1, nextAttemptAt: now.Add(time.Minute), lastStatus: 503, lastError: "Service Unavailable"},
+			outcome: outcomeRetrying, health: unhealthy, then: nakUntil(now.Add(time.Minute))}},
+		{"second round fails: the next step", retrying, connErr, false, decision{record: true,
+			next:    change{state: store.StateRetrying, rounds: 2, nextAttemptAt: now.Add(time.Hour), lastError: "dial tcp: refused"},
+			outcome: outcomeRetrying, health: unhealthy, then: nakUntil(now.Add(time.Hour))}},
+		{"past the last step: dead", lastRound, fail, false, decision{record: true,
+			next:    change{state: store.StateDead, rounds: 3, lastStatus: 503, lastError: "Service Unavailable"},
+			outcome: outcomeDead, health: unhealthy, then: actAck}},
+		{"410 Gone: dead, no word for the breaker", retrying, gone, false, decision{record: true,
+			next:    change{state: store.StateDead, rounds: 1, lastStatus: 410, lastError: "Gone"},
+			outcome: outcomeDead, health: noWord, then: actAck}},
+		{"unsendable: dead at once", store.DeliveryStatus{}, unsendable, false, decision{record: true,
+			next:    change{state: store.StateDead, lastError: "cannot build request: x"},
+			outcome: outcomeDead, health: unhealthy, then: actAck}},
+		{"the client's error when the attempt has none", store.DeliveryStatus{}, roundResult{attempts: 1, err: "giving up"}, false, decision{record: true,
+			next:    change{state: store.StateRetrying, rounds: 1, nextAttemptAt: now.Add(time.Minute), lastError: "giving up"},
+			outcome: outcomeRetrying, health: unhealthy, then: nakUntil(now.Add(time.Minute))}},
+		{"stopped mid-round: state kept, handed back", retrying, stopped, false, decision{record: true,
+			next: change{state: store.StateRetrying, rounds: 1, nextAttemptAt: retrying.NextAttemptAt, lastStatus: 500, lastError: "Internal Server Error"},
+			then: actHandBack}},
+		{"stopped before any attempt: nothing recorded", retrying, roundResult{stopped: true, err: "context canceled"}, false,
+			decision{then: actHandBack}},
+		{"stopped after a 2xx: recorded, still handed back", store.DeliveryStatus{}, roundResult{attempts: 1, last: store.Attempt{Status: 204}, stopped: true}, false,
+			decision{record: true, next: change{state: store.StateSucceeded, lastStatus: 204}, outcome: outcomeSucceeded, then: actHandBack}},
+		{"stopped, the client's error is not kept", store.DeliveryStatus{}, roundResult{attempts: 1, stopped: true, err: "context canceled"}, false,
+			decision{record: true, next: change{state: store.StatePending}, then: actHandBack}},
+		{"manual round fails: state and schedule kept", dead, fail, true, decision{record: true,
+			next:    change{state: store.StateDead, rounds: 3, lastStatus: 503, lastError: "Service Unavailable"},
+			outcome: outcomeFailed, health: unhealthy, then: actAck}},
+		{"manual round fails on a retrying delivery", retrying, fail, true, decision{record: true,
+			next:    change{state: store.StateRetrying, rounds: 1, nextAttemptAt: retrying.NextAttemptAt, lastStatus: 503, lastError: "Service Unavailable"},
+			outcome: outcomeFailed, health: unhealthy, then: nakUntil(retrying.NextAttemptAt)}},
+		{"manual round succeeds", dead, ok, true, decision{record: true,
+			next:    change{state: store.StateSucceeded, rounds: 3, lastStatus: 200},
+			outcome: outcomeSucceeded, health: healthy, then: actAck}},
+		{"manual round stopped: pending, for Recover", dead, stopped, true, decision{record: true,
+			next: change{state: store.StatePending, rounds: 3, lastStatus: 500, lastError: "Internal Server Error"},
+			then: actHandBack}},
+	}
+	for _, c := range cases {
+		if got := decide(c.prev, c.res, schedule, now, c.manual); got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// An empty schedule: the first failed round is dead.
+func TestDecideEmptySchedule(t *testing.T) {
+	t.Parallel()
+	d := decide(store.DeliveryStatus{}, roundResult{attempts: 1, last: store.Attempt{Status: 500}}, nil, now, false)
+	if d.next.state != store.StateDead || d.outcome != outcomeDead || d.then != actAck {
+		t.Fatalf("got %+v, want dead and acked", d)
+	}
+}
+
+func TestUnrecorded(t *testing.T) {
+	t.Parallel()
+	d := decide(store.DeliveryStatus{}, roundResult{attempts: 1, last: store.Attempt{Status: 200}}, schedule, now, false)
+	if got := d.unrecorded(false); got.record || got.health != noWord || got.then != nakFor(5*time.Second) {
+		t.Errorf("not stopped: %+v; want a nak in 5s and no word for the breaker", got)
+	}
+	if got := d.unrecorded(true); got.record || got.health != noWord || got.then != actHandBack {
+		t.Errorf("stopped: %+v; want a hand back", got)
+	}
+}
+
+func TestWaitOf(t *testing.T) {
+	t.Parallel()
+	if w := waitOf(nakFor(3*time.Second), now); w != 3*time.Second {
+		t.Errorf("nakFor(3s) waits %v", w)
+	}
+	if w := waitOf(nakUntil(now.Add(time.Minute)), now.Add(10*time.Second)); w != 50*time.Second {
+		t.Errorf("nakUntil waits %v, want 50s", w)
+	}
+	if s := fmt.Sprint(ack, nak, term, handBack, verb(0)); s != "ack nak term hand back none" {
+		t.Errorf("verbs: %s", s)
+	}
+}

@@ -1,0 +1,78 @@
+package outbound
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+// DeliveryState is where each (route, event) delivery stands: read before
+// a round, claimed for the round, and the round's outcome recorded after
+// it. The default keeps it in the store with claims held in this process;
+// cluster mode will keep it in JetStream KV, claims included, so that one
+// round of a (route, event) runs at a time across processes.
+type DeliveryState interface {
+	// Status is the delivery of event seq (source, eventID) to route:
+	// store.ErrNotFound if there is none yet, store.ErrOtherEvent if seq
+	// is not that event's.
+	Status(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
+	// TryClaim claims the next round of (route, seq), or reports false
+	// while another round of it runs.
+	TryClaim(ctx context.Context, route string, seq int64) bool
+	// Claim waits for the claim; false if ctx ends first.
+	Claim(ctx context.Context, route string, seq int64) bool
+	// Release ends a claim.
+	Release(route string, seq int64)
+	// Record commits a round's outcome and attempts (setting d's ID and
+	// Attempts) before its message is settled.
+	Record(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
+}
+
+// StatusRecorder is what the default DeliveryState needs of the store.
+type StatusRecorder interface {
+	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
+	RecordRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
+}
+
+// localState is the delivery state of one process: statuses and outcomes
+// in the store, claims in memory.
+type localState struct {
+	st     StatusRecorder
+	mu     sync.Mutex
+	claims map[string]*inflight // by route
+}
+
+func newLocalState(st StatusRecorder) *localState {
+	return &localState{st: st, claims: map[string]*inflight{}}
+}
+
+func (l *localState) Status(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error) {
+	return l.st.DeliveryStatus(ctx, route, seq, source, eventID)
+}
+
+func (l *localState) Record(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error {
+	return l.st.RecordRound(ctx, d, attempts)
+}
+
+func (l *localState) TryClaim(_ context.Context, route string, seq int64) bool {
+	return l.of(route).tryStart(eventKey(seq))
+}
+
+func (l *localState) Claim(ctx context.Context, route string, seq int64) bool {
+	return l.of(route).start(ctx, eventKey(seq))
+}
+
+func (l *localState) Release(route string, seq int64) { l.of(route).done(eventKey(seq)) }
+
+// of is route's claims.
+func (l *localState) of(route string) *inflight {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.claims[route]
+	if f == nil {
+		f = new(inflight)
+		l.claims[route] = f
+	}
+	return f
+}
