@@ -298,7 +298,10 @@ routes:
 			"dead":         check("hookgate_delivery_rounds_total", "route", "broken", "outcome", "dead"),
 			"attempts":     check("hookgate_delivery_attempt_duration_seconds", "route", "broken"),
 		}
-		return want["published"] == 5 && want["backlog"] == 0 && want["dead"] == 5, fmt.Sprint(want)
+		// Every counter, not only some: a round's outcome and its
+		// attempts' durations are observed one after the other.
+		return want["published"] == 5 && want["backlog"] == 0 && want["dead"] == 5 &&
+			want["succeeded"] == 5 && want["attempts"] == 10, fmt.Sprint(want)
 	})
 	for k, v := range map[string]float64{"accepted": 5, "duplicate": 2, "unauthorized": 1, "unknown": 1, "latency": 5,
 		"published": 5, "backlog": 0, "succeeded": 5, "retrying": 5, "dead": 5, "attempts": 10} {
