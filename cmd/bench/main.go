@@ -192,7 +192,7 @@ func run(ctx context.Context, o *options) (string, error) {
 			l.client.CloseIdleConnections()
 			logf("bare fiber: %.0f req/s", r.bare.rate())
 		}
-		err = errors.Join(err, p.stop(10*time.Second))
+		err = errors.Join(err, p.Stop(10*time.Second))
 		if err != nil {
 			return "", fmt.Errorf("bare fiber: %w", err)
 		}
@@ -257,7 +257,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	stopped := false
 	defer func() {
 		if !stopped {
-			gw.stop(30 * time.Second)
+			gw.Stop(30 * time.Second)
 		}
 	}()
 	t0 := time.Now()
@@ -281,7 +281,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		logf("gateway: first event through %s after its start", r.firstDelivery.Round(time.Millisecond))
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
-	r.rssIdle, _ = gw.memory()
+	r.rssIdle, _ = memory(gw)
 
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag+"g")
 	l.random = o.randomIDs
@@ -302,7 +302,7 @@ func run(ctx context.Context, o *options) (string, error) {
 				return
 			case <-t.C:
 			}
-			rss, _ := gw.memory()
+			rss, _ := memory(gw)
 			s := sample{at: time.Since(start), phase: phase.Load().(string),
 				accepted: l.accepted.Load(), delivered: ds.distinct.Load(), backlog: ob.backlog(), rss: rss}
 			mu.Lock()
@@ -326,7 +326,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		r.walPeak = &d
 	}
 	signalProfile(gw, o, syscall.SIGUSR2)
-	r.rssPeak, _ = gw.memory()
+	r.rssPeak, _ = memory(gw)
 	logf("gateway: %.0f events/s at peak (p99 %s); waiting for delivery", r.peak.rate(), r.peak.pct(99))
 
 	// 4. Delivery of everything accepted so far.
@@ -364,10 +364,10 @@ func run(ctx context.Context, o *options) (string, error) {
 	// 6. Soak.
 	if o.soak > 0 && r.peak.rate() > 0 && ctx.Err() == nil {
 		phase.Store("soak")
-		r.soakStart, _ = gw.memory()
+		r.soakStart, _ = memory(gw)
 		logf("gateway: soak, %s at %.0f events/s", o.soak, r.peak.rate()/2)
 		l.openLoop(ctx, o.soak, r.peak.rate()/2)
-		r.soakEnd, _ = gw.memory()
+		r.soakEnd, _ = memory(gw)
 		mu.Lock()
 		for _, s := range r.samples {
 			if s.phase == "soak" {
@@ -388,7 +388,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	} else {
 		logf("gateway: WAL restarts not read: %v", err)
 	}
-	r.rssEnd, r.hwm = gw.memory()
+	r.rssEnd, r.hwm = memory(gw)
 	if e, ok := l.lastErr.Load().(string); ok {
 		r.lastErr = e
 	}
@@ -396,8 +396,8 @@ func run(ctx context.Context, o *options) (string, error) {
 	stopSampler()
 
 	stopped = true
-	if err := gw.stop(60 * time.Second); err != nil {
-		logf("gateway stop: %v\n%s", err, gw.tail())
+	if err := gw.Stop(60 * time.Second); err != nil {
+		logf("gateway stop: %v\n%s", err, gw.Tail(15))
 	}
 	return r.markdown(), ctx.Err()
 }
@@ -419,7 +419,7 @@ type cpuMeter struct {
 }
 
 func measureCPU(p *proc) *cpuMeter {
-	m := &cpuMeter{p: p, start: time.Now(), p0: p.cpuTime(), b0: selfCPU()}
+	m := &cpuMeter{p: p, start: time.Now(), p0: p.CPUTime(), b0: selfCPU()}
 	m.machine0, m.steal0 = machineCPU()
 	return m
 }
@@ -427,7 +427,7 @@ func measureCPU(p *proc) *cpuMeter {
 func (m *cpuMeter) done() cpuSplit {
 	secs := time.Since(m.start).Seconds()
 	all, steal := machineCPU()
-	g, b := m.p.cpuTime()-m.p0, selfCPU()-m.b0
+	g, b := m.p.CPUTime()-m.p0, selfCPU()-m.b0
 	all, steal = all-m.machine0, steal-m.steal0
 	return cpuSplit{g.Seconds() / secs, b.Seconds() / secs, max(0, (all-steal-g-b).Seconds()/secs), steal.Seconds() / secs}
 }
@@ -436,7 +436,7 @@ func (m *cpuMeter) done() cpuSplit {
 // in-process gateway.
 func signalProfile(p *proc, o *options, sig syscall.Signal) {
 	if o.cpuprofile != "" {
-		p.cmd.Process.Signal(sig)
+		p.Signal(sig)
 	}
 }
 
