@@ -275,8 +275,9 @@ func TestLookupJSONAllocs(t *testing.T) {
 	if allocs > 2 {
 		t.Errorf("%v allocations per call, want <= 2 (the returned strings)", allocs)
 	}
-	// Absent paths, booleans and nulls allocate nothing.
-	paths = []string{"missing", "data.object.nope", "livemode", "data.previous_attributes"}
+	// Absent paths, booleans and nulls allocate nothing, along objects
+	// without escaped strings (gjson unescapes each member it walks past).
+	paths = []string{"missing", "data.nope", "livemode", "data.previous_attributes"}
 	out = make([]string, len(paths))
 	allocs = testing.AllocsPerRun(100, func() {
 		if err := lookupJSON(body, paths, out, nil); err != nil {
