@@ -53,37 +53,110 @@ func lookupJSON(body []byte, paths []string, out []string, inexact []bool) error
 	if !validJSON(body) {
 		return errMalformedJSON
 	}
-	// A view of body for gjson, which works on strings; nothing kept
-	// points into it (every value stored in out is a copy).
-	doc := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
+	var restBuf [jsonPathsOnStack]string
+	var idxBuf [jsonPathsOnStack]int
+	l := jsonLookup{rest: restBuf[:0], out: out, inexact: inexact}
+	idx := idxBuf[:0]
 	for i, p := range paths {
-		if p == "" {
-			continue
-		}
-		v := doc
-		for seg := range strings.SplitSeq(p, ".") {
-			if !v.IsObject() {
-				v = gjson.Result{}
-				break
-			}
-			v = lastMember(v, seg)
-		}
-		switch v.Type {
-		case gjson.String:
-			exact := true
-			out[i], exact = jsonUnquote(v.Raw[1 : len(v.Raw)-1])
-			if inexact != nil {
-				inexact[i] = !exact
-			}
-		case gjson.Number:
-			out[i] = strings.Clone(v.Raw)
-		case gjson.True:
-			out[i] = "true"
-		case gjson.False:
-			out[i] = "false"
+		l.rest = append(l.rest, p)
+		if p != "" {
+			idx = append(idx, i)
 		}
 	}
+	// A view of body for gjson, which works on strings; nothing kept
+	// points into it (every value stored in out is a copy).
+	if doc := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))); doc.IsObject() && len(idx) > 0 {
+		l.object(doc, idx)
+	}
 	return nil
+}
+
+// jsonPathsOnStack is how many paths lookupJSON looks up without
+// allocating.
+const jsonPathsOnStack = 16
+
+// jsonLookup is the state of one lookupJSON: rest[i] is what is left of
+// paths[i] below the object being walked.
+type jsonLookup struct {
+	rest    []string
+	out     []string
+	inexact []bool
+}
+
+// object looks up the next segment of the paths idx in obj, in one walk
+// over its members, stores the values of the paths that end there and
+// walks on into the objects found for the others (once per object).
+func (l *jsonLookup) object(obj gjson.Result, idx []int) {
+	var foundBuf [jsonPathsOnStack]gjson.Result
+	found := foundBuf[:0]
+	if len(idx) > len(foundBuf) {
+		found = make([]gjson.Result, 0, len(idx))
+	}
+	found = found[:len(idx)]
+	obj.ForEach(func(k, v gjson.Result) bool {
+		// Keys are compared as encoding/json decodes them; the last
+		// match wins.
+		raw := k.Raw[1 : len(k.Raw)-1]
+		var decBuf [64]byte
+		var dec []byte
+		if strings.IndexByte(raw, '\\') >= 0 || !utf8.ValidString(raw) {
+			dec, _ = jsonAppendUnquoted(decBuf[:0], raw)
+		}
+		for j, i := range idx {
+			seg, _, _ := strings.Cut(l.rest[i], ".")
+			if dec == nil && raw == seg || dec != nil && string(dec) == seg {
+				found[j] = v
+			}
+		}
+		return true
+	})
+	var doneBuf [jsonPathsOnStack]bool
+	done := doneBuf[:0]
+	if len(idx) > len(doneBuf) {
+		done = make([]bool, 0, len(idx))
+	}
+	done = done[:len(idx)]
+	for j, i := range idx {
+		if !strings.Contains(l.rest[i], ".") {
+			l.store(i, found[j])
+			done[j] = true
+		}
+	}
+	// Walk into each object found with every path that found it.
+	var subBuf [jsonPathsOnStack]int
+	for j := range idx {
+		if done[j] || !found[j].IsObject() {
+			continue
+		}
+		sub := subBuf[:0]
+		for j2 := j; j2 < len(idx); j2++ {
+			if !done[j2] && found[j2].IsObject() && found[j2].Index == found[j].Index {
+				done[j2] = true
+				i2 := idx[j2]
+				_, l.rest[i2], _ = strings.Cut(l.rest[i2], ".")
+				sub = append(sub, i2)
+			}
+		}
+		l.object(found[j], sub)
+	}
+}
+
+// store sets out[i] to the value v, if v is one that gives text.
+func (l *jsonLookup) store(i int, v gjson.Result) {
+	switch v.Type {
+	case gjson.String:
+		var exact bool
+		l.out[i], exact = jsonUnquote(v.Raw[1 : len(v.Raw)-1])
+		if l.inexact != nil {
+			l.inexact[i] = !exact
+		}
+	case gjson.Number:
+		l.out[i] = strings.Clone(v.Raw)
+	case gjson.True:
+		l.out[i] = "true"
+	case gjson.False:
+		l.out[i] = "false"
+	}
 }
 
 // validJSON reports whether b is one JSON document that encoding/json.Valid
@@ -95,27 +168,6 @@ func validJSON(b []byte) bool {
 		return json.Valid(b)
 	}
 	return gjson.ValidBytes(b)
-}
-
-// lastMember returns the value of obj's last member whose key, decoded as
-// encoding/json decodes it, is key; a non-existent Result if none is.
-func lastMember(obj gjson.Result, key string) gjson.Result {
-	var found gjson.Result
-	obj.ForEach(func(k, v gjson.Result) bool {
-		raw := k.Raw[1 : len(k.Raw)-1]
-		if strings.IndexByte(raw, '\\') < 0 && utf8.ValidString(raw) {
-			if raw == key {
-				found = v
-			}
-			return true
-		}
-		var buf [64]byte
-		if dec, _ := jsonAppendUnquoted(buf[:0], raw); string(dec) == key {
-			found = v
-		}
-		return true
-	})
-	return found
 }
 
 // jsonHex4 decodes the 4 hex digits at the start of b, or returns -1.
