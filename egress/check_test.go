@@ -84,6 +84,7 @@ func outcome(err error) string {
 }
 
 func TestCheckURL(t *testing.T) {
+	t.Parallel()
 	r := newFakeResolver(t, map[string][][]string{
 		"public.test":    {{"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"}},
 		"private.test":   {{"10.1.2.3"}},
@@ -221,6 +222,7 @@ func TestCheckURL(t *testing.T) {
 }
 
 func TestCheckURLResolverError(t *testing.T) {
+	t.Parallel()
 	p, err := New(nil, WithResolver(newFakeResolver(t, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +243,7 @@ func TestCheckURLResolverError(t *testing.T) {
 // TestZeroPolicyCheckURL uses the zero Policy (net.DefaultResolver) with IP
 // literals only, so no lookup happens.
 func TestZeroPolicyCheckURL(t *testing.T) {
+	t.Parallel()
 	var p Policy
 	for url, want := range map[string]string{
 		"http://93.184.216.34/":     pass,

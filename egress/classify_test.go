@@ -23,6 +23,7 @@ func addr(t testing.TB, s string) netip.Addr {
 // TestAllowedClasses checks every refused address class with the zero
 // Policy (no allow entries), in IPv4, IPv6 and embedded forms.
 func TestAllowedClasses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		addr  string
 		class string // "" means allowed
@@ -156,6 +157,7 @@ func TestAllowedClasses(t *testing.T) {
 }
 
 func TestAllowedEntries(t *testing.T) {
+	t.Parallel()
 	p, err := New([]string{
 		"hooks.internal",
 		"*.svc.cluster.local",
@@ -231,6 +233,7 @@ func TestAllowedEntries(t *testing.T) {
 }
 
 func TestNewGoodEntries(t *testing.T) {
+	t.Parallel()
 	for _, entry := range []string{
 		"example.com", "EXAMPLE.com.", "*.example.com", "a-b_c.example", "xn--bcher-kva.de",
 		"127.0.0.1", "::1", "fd00::1", "::ffff:10.0.0.1",
@@ -244,6 +247,7 @@ func TestNewGoodEntries(t *testing.T) {
 }
 
 func TestNewBadEntries(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		entry string
 		want  string // reason
@@ -300,6 +304,7 @@ func TestNewBadEntries(t *testing.T) {
 }
 
 func TestParseNumericIPv4(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string // "" means not an IPv4 number

@@ -47,6 +47,7 @@ func noConnection(t *testing.T, ln *net.TCPListener) {
 // submitted and 127.0.0.1 when it is delivered. CheckURL passes, the
 // dial is refused, and nothing connects to the local listener.
 func TestDNSRebinding(t *testing.T) {
+	t.Parallel()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +171,7 @@ func TestDialAllowed(t *testing.T) {
 // TestDialFallback: the first address refuses the connection, the next one
 // is tried.
 func TestDialFallback(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("needs 127.0.0.2 on the loopback interface")
 	}
@@ -194,6 +196,7 @@ func TestDialFallback(t *testing.T) {
 }
 
 func TestDialContextErrors(t *testing.T) {
+	t.Parallel()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +262,7 @@ func TestDialContextErrors(t *testing.T) {
 }
 
 func TestTransport(t *testing.T) {
+	t.Parallel()
 	var p Policy
 	tr := p.Transport()
 	if tr.Proxy != nil {

@@ -53,6 +53,7 @@ func (h *harness) rawPost(t *testing.T, source string, headerLines []string, bod
 // A type that cannot travel in a subject or a header, or is not one exact
 // text, is refused at the door; nothing is stored.
 func TestEventTypeRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	raw := func(typ string) []byte { // typ as written inside the JSON string
 		return []byte(`{"id":"evt_t","object":"event","type":"` + typ + `"}`)
@@ -112,6 +113,7 @@ func TestEventTypeRefused(t *testing.T) {
 // A Content-Type with a control character is refused at the door.
 // fasthttp passes such values to the handler as they came.
 func TestContentTypeRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := []byte(`{"data":{"id":"ct1"}}`)
 	for name, ct := range map[string]string{"U+0001": "text/plain\x01", "U+0000": "text/\x00plain", "DEL": "text/plain\x7f",
@@ -135,6 +137,7 @@ func TestContentTypeRefused(t *testing.T) {
 // An ID that is not one exact text (invalid UTF-8, an unpaired surrogate)
 // is refused, never merged with another ID that decodes the same way.
 func TestEventIDNotExactRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	raw := func(id string) []byte { // id as written inside the JSON string
 		return []byte(`{"id":"` + id + `","object":"event","type":"a"}`)
@@ -182,6 +185,7 @@ func TestEventIDNotExactRefused(t *testing.T) {
 // A number ID is its literal JSON text: 100 and 1e2 are two IDs, and the
 // number 100 and the string "100" are one.
 func TestEventIDNumberIsItsText(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	post := func(id string) answer {
 		return h.signedStripe(t, []byte(`{"id":`+id+`,"type":"a"}`))

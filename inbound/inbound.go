@@ -272,8 +272,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		Body:        body,
 		ReceivedAt:  time.Now(),
 	}
-	dup, err := h.store.Claim(&sc.ctx, ev)
-	sc.ctx.stop()
+	dup, err := h.store.Claim(context.Background(), ev)
 	if err != nil {
 		h.refuse(c, src.name, OutcomeUnavailable, start, "store unavailable", "err", err)
 		c.Set(fiber.HeaderRetryAfter, "1")
@@ -316,7 +315,6 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 type scratch struct {
 	c       *fiber.Ctx
 	header  signature.Header // sc.get, bound once
-	ctx     enqueueCtx
 	ev      store.Event
 	headers []byte
 	out     []byte
@@ -332,7 +330,7 @@ func (sc *scratch) get(name string) string { return sc.c.Get(name) }
 
 // release drops the references into the request and pools sc.
 func (sc *scratch) release() {
-	sc.c, sc.ctx = nil, enqueueCtx{}
+	sc.c = nil
 	sc.ev = store.Event{}
 	if cap(sc.headers) > 4<<10 || cap(sc.out) > 4<<10 {
 		return // keep the pool small
@@ -361,44 +359,6 @@ func signatureCode(err error) string {
 		return "timestamp_out_of_tolerance"
 	}
 	return "invalid_signature"
-}
-
-// enqueueTimeout bounds how long a request waits for room in the store's
-// write queue.
-const enqueueTimeout = 30 * time.Second
-
-// enqueueCtx is the context of a claim: it ends enqueueTimeout after it is
-// first asked for its Done channel. The store asks only when its write
-// queue is full, so the timer (and its context) is made only then, not for
-// every request.
-type enqueueCtx struct {
-	ctx    context.Context // nil until needed
-	cancel context.CancelFunc
-}
-
-func (c *enqueueCtx) start() context.Context {
-	if c.ctx == nil {
-		c.ctx, c.cancel = context.WithTimeout(context.Background(), enqueueTimeout)
-	}
-	return c.ctx
-}
-
-// stop releases the timer, if one was made.
-func (c *enqueueCtx) stop() {
-	if c.cancel != nil {
-		c.cancel()
-	}
-}
-
-func (c *enqueueCtx) Deadline() (time.Time, bool) { return c.start().Deadline() }
-func (c *enqueueCtx) Done() <-chan struct{}       { return c.start().Done() }
-func (c *enqueueCtx) Value(key any) any           { return nil }
-
-func (c *enqueueCtx) Err() error {
-	if c.ctx == nil {
-		return nil
-	}
-	return c.ctx.Err()
 }
 
 // appendHeadersJSON appends the JSON object of the kept headers that are

@@ -210,6 +210,7 @@ func (h *harness) count(t testing.TB) int64 {
 }
 
 func TestAcceptedAndDuplicate(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	now := h.clock()
 	ghBody := []byte(`{"zen":"Design for failure."}`)
@@ -260,6 +261,7 @@ func TestAcceptedAndDuplicate(t *testing.T) {
 }
 
 func TestRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	now := h.clock()
 	body := stripeEvent("evt_bad", "invoice.paid")
@@ -310,6 +312,7 @@ func TestRefused(t *testing.T) {
 
 // The Standard Webhooks vector is verified end to end, at its own time.
 func TestStandardVector(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.setNow(time.Unix(1614265330, 0).Add(time.Minute))
 	a := h.post(t, "std", []byte(`{"test": 2432232314}`), map[string]string{
@@ -323,6 +326,7 @@ func TestStandardVector(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesOneAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	body := stripeEvent("evt_race", "invoice.paid")
 	hdr := stripeHeader(body, stripeSecret, h.clock())
@@ -346,6 +350,7 @@ func TestConcurrentDuplicatesOneAccepted(t *testing.T) {
 }
 
 func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.store.Close()
 	body := stripeEvent("evt_503", "invoice.paid")

@@ -1,34 +1,32 @@
 package inbound
 
 import (
-	"encoding/binary"
+	"bytes"
+	"encoding/json"
 	"errors"
-	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // errMalformedJSON is returned when the body is not one valid JSON document.
 var errMalformedJSON = errors.New("malformed json")
 
-// maxJSONDepth is the deepest nesting of objects and arrays lookupJSON
-// accepts. It is encoding/json's limit, so both agree on which bodies are
-// valid, and it bounds the scanner's recursion.
+// maxJSONDepth is encoding/json's limit on the nesting of objects and
+// arrays; bodies nested deeper are malformed, as there.
 const maxJSONDepth = 10000
 
-// jsonPathsOnStack is how many paths lookupJSON tracks without allocating.
-const jsonPathsOnStack = 16
-
-// lookupJSON scans body once, validating that it is exactly one valid JSON
-// document (RFC 8259, same acceptance as encoding/json.Valid), and for each
-// dot-separated path in paths (e.g. "id", "data.object.id") stores in out[i]
-// the value found there: a string is unescaped (\uXXXX incl. surrogate pairs,
-// invalid escapes → malformed), a number is its literal text, true/false their
-// text; null, an object, an array, or an absent path give "". An empty path
-// string gives "". len(out) == len(paths). Duplicate keys: the last one wins,
-// like encoding/json. Keys are matched exactly (case-sensitive) after
-// unescaping.
+// lookupJSON checks that body is exactly one valid JSON document (RFC 8259,
+// the same acceptance as encoding/json.Valid), and for each dot-separated
+// path in paths (e.g. "id", "data.object.id") stores in out[i] the value
+// found there: a string unescaped, a number as its literal text, true/false
+// as their text; null, an object, an array, or an absent path give "". An
+// empty path string gives "". len(out) == len(paths). Duplicate keys: the
+// last one wins, like encoding/json. Keys are matched exactly
+// (case-sensitive) after unescaping.
 //
 // Strings are unescaped exactly as encoding/json.Unmarshal does it: each byte
 // of invalid UTF-8 and each unpaired surrogate escape becomes U+FFFD (such
@@ -42,457 +40,138 @@ const jsonPathsOnStack = 16
 // text that was not there, so two different strings can give the same
 // out[i]. lookupJSON panics if len(out) or a non-nil inexact's length is not
 // len(paths).
+//
+// gjson validates and walks the document; strings and keys are decoded here
+// because gjson keeps invalid UTF-8 and turns unpaired surrogates into
+// U+FFFD without saying so.
 func lookupJSON(body []byte, paths []string, out []string, inexact []bool) error {
 	if len(out) != len(paths) || inexact != nil && len(inexact) != len(paths) {
 		panic("inbound: lookupJSON: len(out) or len(inexact) != len(paths)")
 	}
+	clear(out)
 	clear(inexact)
-	var stBuf [jsonPathsOnStack]jsonPathState
-	var st []jsonPathState
-	if len(paths) <= len(stBuf) {
-		st = stBuf[:len(paths)]
-	} else {
-		st = make([]jsonPathState, len(paths))
+	if !validJSON(body) {
+		return errMalformedJSON
 	}
-	active := 0
-	for k, p := range paths {
-		out[k] = ""
-		if p == "" {
-			st[k].level = -1 // never matches
-		} else {
-			st[k].end = jsonSegmentEnd(p, 0)
-			active++
+	var restBuf [jsonPathsOnStack]string
+	var idxBuf [jsonPathsOnStack]int
+	l := jsonLookup{rest: restBuf[:0], out: out, inexact: inexact}
+	idx := idxBuf[:0]
+	for i, p := range paths {
+		l.rest = append(l.rest, p)
+		if p != "" {
+			idx = append(idx, i)
 		}
 	}
-
-	i := jsonSkipWS(body, 0)
-	if active > 0 && i < len(body) && body[i] == '{' {
-		s := jsonScanner{paths: paths, out: out, inexact: inexact, st: st}
-		i = s.object(body, i, 1, 0)
-	} else {
-		i = jsonSkipValue(body, i, 0)
-	}
-	if i >= 0 {
-		i = jsonSkipWS(body, i)
-	}
-	if i != len(body) {
-		clear(out)
-		clear(inexact)
-		return errMalformedJSON
+	// A view of body for gjson, which works on strings; nothing kept
+	// points into it (every value stored in out is a copy).
+	if doc := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))); doc.IsObject() && len(idx) > 0 {
+		l.object(doc, idx)
 	}
 	return nil
 }
 
-// The scanning functions below take the input and the position to scan at,
-// and return the position after what they scanned, or -1 if the input is
-// malformed.
+// jsonPathsOnStack is how many paths lookupJSON looks up without
+// allocating.
+const jsonPathsOnStack = 16
 
-// jsonScanner holds the paths being looked up while the objects on their
-// route are scanned; everything else is only validated, by jsonSkipValue.
-type jsonScanner struct {
-	paths   []string
+// jsonLookup is the state of one lookupJSON: rest[i] is what is left of
+// paths[i] below the object being walked.
+type jsonLookup struct {
+	rest    []string
 	out     []string
-	inexact []bool // nil if not wanted
-	st      []jsonPathState
+	inexact []bool
 }
 
-// jsonPathState is the progress of one path along the route of objects the
-// scanner is in.
-type jsonPathState struct {
-	// level is how many segments of the path match the keys leading to the
-	// current object; the path looks for its next segment among the keys of
-	// an object iff the object's level equals this. -1 disables the path.
-	level int
-	// path[seg:end] is the next segment to match; end == len(path) for the
-	// last one.
-	seg, end int
-	// pending is level+1 while the value of a key that matched the path's
-	// last segment in an object of level level is being scanned, else 0.
-	pending int
-}
-
-// object scans the object at d[i] == '{', which is at nesting depth depth
-// (1 for the top-level value) and at level level of the paths' route.
-func (s *jsonScanner) object(d []byte, i, depth, level int) int {
-	if depth > maxJSONDepth {
-		return -1
+// object looks up the next segment of the paths idx in obj, in one walk
+// over its members, stores the values of the paths that end there and
+// walks on into the objects found for the others (once per object).
+func (l *jsonLookup) object(obj gjson.Result, idx []int) {
+	var foundBuf [jsonPathsOnStack]gjson.Result
+	found := foundBuf[:0]
+	if len(idx) > len(foundBuf) {
+		found = make([]gjson.Result, 0, len(idx))
 	}
-	i = jsonSkipWS(d, i+1)
-	if i < len(d) && d[i] == '}' {
-		return i + 1
+	found = found[:len(idx)]
+	obj.ForEach(func(k, v gjson.Result) bool {
+		// Keys are compared as encoding/json decodes them; the last
+		// match wins.
+		raw := k.Raw[1 : len(k.Raw)-1]
+		var decBuf [64]byte
+		var dec []byte
+		if strings.IndexByte(raw, '\\') >= 0 || !utf8.ValidString(raw) {
+			dec, _ = jsonAppendUnquoted(decBuf[:0], raw)
+		}
+		for j, i := range idx {
+			seg, _, _ := strings.Cut(l.rest[i], ".")
+			if dec == nil && raw == seg || dec != nil && string(dec) == seg {
+				found[j] = v
+			}
+		}
+		return true
+	})
+	var doneBuf [jsonPathsOnStack]bool
+	done := doneBuf[:0]
+	if len(idx) > len(doneBuf) {
+		done = make([]bool, 0, len(idx))
 	}
-	var keyBuf [64]byte
-	for {
-		if i >= len(d) || d[i] != '"' {
-			return -1
-		}
-		end, flags := jsonScanString(d, i)
-		if end < 0 {
-			return -1
-		}
-		key := d[i+1 : end-1]
-		if flags != 0 && (flags&jsonStrEscaped != 0 || !utf8.Valid(key)) {
-			key, _ = jsonAppendUnquoted(keyBuf[:0], key)
-		}
-		i = jsonSkipWS(d, end)
-		if i >= len(d) || d[i] != ':' {
-			return -1
-		}
-		i = jsonSkipWS(d, i+1)
-
-		matched := false
-		for k := range s.st {
-			ps := &s.st[k]
-			if ps.level != level {
-				continue
-			}
-			p := s.paths[k]
-			if p[ps.seg:ps.end] != string(key) {
-				continue
-			}
-			if ps.end == len(p) {
-				ps.pending = level + 1
-			} else {
-				ps.level++
-				ps.seg = ps.end + 1
-				ps.end = jsonSegmentEnd(p, ps.seg)
-			}
-			s.out[k] = "" // a later duplicate key replaces an earlier value
-			if s.inexact != nil {
-				s.inexact[k] = false
-			}
-			matched = true
-		}
-		if matched {
-			i = s.matchedValue(d, i, depth, level, len(key))
-		} else {
-			i = jsonSkipValue(d, i, depth)
-		}
-		if i < 0 {
-			return -1
-		}
-
-		i = jsonSkipWS(d, i)
-		if i >= len(d) {
-			return -1
-		}
-		switch d[i] {
-		case ',':
-			i = jsonSkipWS(d, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
+	done = done[:len(idx)]
+	for j, i := range idx {
+		if !strings.Contains(l.rest[i], ".") {
+			l.store(i, found[j])
+			done[j] = true
 		}
 	}
-}
-
-// matchedValue scans the value at d[i] of a key, keyLen bytes long, that
-// some paths of level level matched: it stores the value for the paths that
-// end there and descends with those that continue, then restores their
-// state. depth is the number of containers enclosing the value.
-func (s *jsonScanner) matchedValue(d []byte, i, depth, level, keyLen int) int {
-	if i >= len(d) {
-		return -1
-	}
-	var (
-		end   = -1
-		v     string
-		set   bool
-		exact = true
-	)
-	switch d[i] {
-	case '{':
-		end = s.object(d, i, depth+1, level+1)
-	case '"':
-		var flags int
-		end, flags = jsonScanString(d, i)
-		if end >= 0 {
-			v, exact = jsonUnquote(d[i+1:end-1], flags)
-			set = true
-		}
-	case 't':
-		end = jsonScanLiteral(d, i, "true")
-		v, set = "true", true
-	case 'f':
-		end = jsonScanLiteral(d, i, "false")
-		v, set = "false", true
-	case 'n':
-		end = jsonScanLiteral(d, i, "null")
-	case '[':
-		end = jsonSkipValue(d, i, depth)
-	default:
-		end = jsonScanNumber(d, i)
-		if end >= 0 {
-			v, set = string(d[i:end]), true
-		}
-	}
-	for k := range s.st {
-		ps := &s.st[k]
-		if ps.pending == level+1 {
-			ps.pending = 0
-			if set && end >= 0 {
-				s.out[k] = v
-				if s.inexact != nil {
-					s.inexact[k] = !exact
-				}
-			}
-		} else if ps.level == level+1 {
-			ps.level = level
-			ps.end = ps.seg - 1
-			ps.seg = ps.end - keyLen
-		}
-	}
-	return end
-}
-
-// jsonSkipValue validates the value at d[i], which has depth enclosing
-// containers.
-func jsonSkipValue(d []byte, i, depth int) int {
-	if i >= len(d) {
-		return -1
-	}
-	switch d[i] {
-	case '{':
-		if depth >= maxJSONDepth {
-			return -1
-		}
-		i = jsonSkipWS(d, i+1)
-		if i < len(d) && d[i] == '}' {
-			return i + 1
-		}
-		for {
-			if i >= len(d) || d[i] != '"' {
-				return -1
-			}
-			if i, _ = jsonScanString(d, i); i < 0 {
-				return -1
-			}
-			i = jsonSkipWS(d, i)
-			if i >= len(d) || d[i] != ':' {
-				return -1
-			}
-			if i = jsonSkipValue(d, jsonSkipWS(d, i+1), depth+1); i < 0 {
-				return -1
-			}
-			i = jsonSkipWS(d, i)
-			if i >= len(d) {
-				return -1
-			}
-			switch d[i] {
-			case ',':
-				i = jsonSkipWS(d, i+1)
-			case '}':
-				return i + 1
-			default:
-				return -1
-			}
-		}
-	case '[':
-		if depth >= maxJSONDepth {
-			return -1
-		}
-		i = jsonSkipWS(d, i+1)
-		if i < len(d) && d[i] == ']' {
-			return i + 1
-		}
-		for {
-			if i = jsonSkipValue(d, i, depth+1); i < 0 {
-				return -1
-			}
-			i = jsonSkipWS(d, i)
-			if i >= len(d) {
-				return -1
-			}
-			switch d[i] {
-			case ',':
-				i = jsonSkipWS(d, i+1)
-			case ']':
-				return i + 1
-			default:
-				return -1
-			}
-		}
-	case '"':
-		i, _ = jsonScanString(d, i)
-		return i
-	case 't':
-		return jsonScanLiteral(d, i, "true")
-	case 'f':
-		return jsonScanLiteral(d, i, "false")
-	case 'n':
-		return jsonScanLiteral(d, i, "null")
-	default:
-		return jsonScanNumber(d, i)
-	}
-}
-
-// jsonSkipWS returns the position of the first non-whitespace byte at or after
-// i.
-func jsonSkipWS(d []byte, i int) int {
-	if i < len(d) && d[i] > ' ' {
-		return i // fast path, inlined
-	}
-	return jsonSkipWSSlow(d, i)
-}
-
-func jsonSkipWSSlow(d []byte, i int) int {
-	for i < len(d) {
-		switch d[i] {
-		case ' ', '\n', '\t', '\r':
-			i++
-			// Skip indentation 8 spaces at a time.
-			for i+8 <= len(d) {
-				if x := binary.LittleEndian.Uint64(d[i:]) ^ 0x2020202020202020; x != 0 {
-					i += bits.TrailingZeros64(x) / 8
-					break
-				}
-				i += 8
-			}
+	// Walk into each object found with every path that found it.
+	var subBuf [jsonPathsOnStack]int
+	for j := range idx {
+		if done[j] || !found[j].IsObject() {
 			continue
 		}
-		break
-	}
-	return i
-}
-
-// Flags returned by jsonScanString.
-const (
-	jsonStrEscaped  = 1 << iota // contains a backslash escape
-	jsonStrNonASCII             // contains a byte >= 0x80
-)
-
-// jsonStrPlain marks the string bytes that need no attention: all but the quote,
-// the backslash, control characters and non-ASCII bytes.
-var jsonStrPlain = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// jsonScanString validates the string whose opening quote is at d[i]. flags
-// tells whether its contents need unquoting.
-func jsonScanString(d []byte, i int) (end, flags int) {
-	i++
-	for {
-		// Skip 8 plain bytes at a time, up to the first byte that needs
-		// attention; near the end of d, fall through to one at a time.
-		for i+8 <= len(d) {
-			if m := jsonStrSpecial(binary.LittleEndian.Uint64(d[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) / 8
-				break
+		sub := subBuf[:0]
+		for j2 := j; j2 < len(idx); j2++ {
+			if !done[j2] && found[j2].IsObject() && found[j2].Index == found[j].Index {
+				done[j2] = true
+				i2 := idx[j2]
+				_, l.rest[i2], _ = strings.Cut(l.rest[i2], ".")
+				sub = append(sub, i2)
 			}
-			i += 8
 		}
-		if i >= len(d) {
-			return -1, 0
-		}
-		switch c := d[i]; {
-		case jsonStrPlain[c]:
-			i++
-		case c == '"':
-			return i + 1, flags
-		case c == '\\':
-			flags |= jsonStrEscaped
-			if i+1 >= len(d) {
-				return -1, 0
-			}
-			switch d[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(d) || jsonHex4(d[i+2:i+6]) < 0 {
-					return -1, 0
-				}
-				i += 6
-			default:
-				return -1, 0
-			}
-		case c < 0x20:
-			return -1, 0
-		default: // non-ASCII; like encoding/json, UTF-8 validity is not required
-			flags |= jsonStrNonASCII
-			i++
-		}
+		l.object(found[j], sub)
 	}
 }
 
-// jsonStrSpecial returns a word with the high bit set in the lowest byte of the 8
-// bytes in x (little-endian) that is a quote, a backslash, a control
-// character or non-ASCII, if there is one, and 0 otherwise. Higher set bits
-// are not meaningful.
-func jsonStrSpecial(x uint64) uint64 {
-	const (
-		lo = 0x0101010101010101
-		hi = 0x8080808080808080
-	)
-	// For a byte b < 0x80 with no borrow into it, b-k sets the high bit iff
-	// b < k; a borrow only comes out of a byte that is itself special.
-	return (x | (x - 0x20*lo) | ((x ^ '"'*lo) - lo) | ((x ^ '\\'*lo) - lo)) & hi
+// store sets out[i] to the value v, if v is one that gives text.
+func (l *jsonLookup) store(i int, v gjson.Result) {
+	switch v.Type {
+	case gjson.String:
+		var exact bool
+		l.out[i], exact = jsonUnquote(v.Raw[1 : len(v.Raw)-1])
+		if l.inexact != nil {
+			l.inexact[i] = !exact
+		}
+	case gjson.Number:
+		l.out[i] = strings.Clone(v.Raw)
+	case gjson.True:
+		l.out[i] = "true"
+	case gjson.False:
+		l.out[i] = "false"
+	}
 }
 
-// jsonScanNumber validates the number at d[i].
-func jsonScanNumber(d []byte, i int) int {
-	if i < len(d) && d[i] == '-' {
-		i++
+// validJSON reports whether b is one JSON document that encoding/json.Valid
+// accepts. gjson's validator recurses once per level of nesting and has no
+// limit, so a body with enough brackets to be nested too deeply is left to
+// encoding/json, which scans without recursion.
+func validJSON(b []byte) bool {
+	if bytes.Count(b, []byte("{"))+bytes.Count(b, []byte("[")) > maxJSONDepth {
+		return json.Valid(b)
 	}
-	if i >= len(d) {
-		return -1
-	}
-	switch c := d[i]; {
-	case c == '0':
-		i++
-	case '1' <= c && c <= '9':
-		i++
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-	default:
-		return -1
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return -1
-		}
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return -1
-		}
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-	}
-	return i
-}
-
-// jsonScanLiteral checks that lit is at d[i].
-func jsonScanLiteral(d []byte, i int, lit string) int {
-	if len(d)-i < len(lit) || string(d[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// jsonSegmentEnd returns the end of the path segment that starts at i.
-func jsonSegmentEnd(path string, i int) int {
-	if j := strings.IndexByte(path[i:], '.'); j >= 0 {
-		return i + j
-	}
-	return len(path)
+	return gjson.ValidBytes(b)
 }
 
 // jsonHex4 decodes the 4 hex digits at the start of b, or returns -1.
-func jsonHex4(b []byte) rune {
+func jsonHex4(b string) rune {
 	var r rune
 	for _, c := range b[:4] {
 		switch {
@@ -510,12 +189,12 @@ func jsonHex4(b []byte) rune {
 	return r
 }
 
-// jsonUnquote returns the contents of a validated string as a Go string; flags
-// are those from jsonScanString. exact is false if it held invalid UTF-8 or
-// an unpaired surrogate escape (see jsonAppendUnquoted).
-func jsonUnquote(raw []byte, flags int) (s string, exact bool) {
-	if flags == 0 || flags == jsonStrNonASCII && utf8.Valid(raw) {
-		return string(raw), true
+// jsonUnquote returns the contents of a valid JSON string (raw, without its
+// quotes) as a new Go string. exact is false if it held invalid UTF-8 or an
+// unpaired surrogate escape (see jsonAppendUnquoted).
+func jsonUnquote(raw string) (s string, exact bool) {
+	if strings.IndexByte(raw, '\\') < 0 && utf8.ValidString(raw) {
+		return strings.Clone(raw), true
 	}
 	var buf [128]byte
 	b, exact := jsonAppendUnquoted(buf[:0], raw)
@@ -526,7 +205,7 @@ func jsonUnquote(raw []byte, flags int) (s string, exact bool) {
 // (without its quotes) with escapes decoded, the way encoding/json does it:
 // invalid UTF-8 bytes and unpaired surrogate escapes become U+FFFD, and
 // exact is false if there was any.
-func jsonAppendUnquoted(b, raw []byte) (_ []byte, exact bool) {
+func jsonAppendUnquoted(b []byte, raw string) (_ []byte, exact bool) {
 	exact = true
 	for r := 0; r < len(raw); {
 		c := raw[r]
@@ -568,7 +247,7 @@ func jsonAppendUnquoted(b, raw []byte) (_ []byte, exact bool) {
 			b = append(b, c)
 			r++
 		default:
-			rr, size := utf8.DecodeRune(raw[r:])
+			rr, size := utf8.DecodeRuneInString(raw[r:])
 			if rr == utf8.RuneError && size == 1 {
 				b = utf8.AppendRune(b, utf8.RuneError)
 				exact = false

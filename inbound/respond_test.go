@@ -9,6 +9,7 @@ import (
 // appendJSONString must write exactly what encoding/json writes (the
 // answers and the stored headers used to be encoded by it).
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	cases := []string{
 		"", "evt_1PqR3sLkdIwHu7ixAbCdEf12", "invoice.paid", `quote " backslash \ slash /`,
 		"<script>&amp;</script>", "\x00\x01\x07\b\f\n\r\t\x1f\x7f", "é ü 日本 🎉",

@@ -20,6 +20,7 @@ const (
 )
 
 func TestGitHub(t *testing.T) {
+	t.Parallel()
 	body := []byte(ghBody)
 	other := "sha256=" + hex.EncodeToString(hmacSum(sha256.New, "another secret", body))
 	tests := []struct {
@@ -67,6 +68,7 @@ func hmacSum(newHash func() hash.Hash, secret string, body []byte) []byte {
 }
 
 func TestHMAC(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"event":"ping"}`)
 	const secret, secret2 = "s3cr3t", "rotated"
 	s256 := hmacSum(sha256.New, secret, body)
@@ -120,6 +122,7 @@ func TestHMAC(t *testing.T) {
 }
 
 func TestNewHMACErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		secrets []string
@@ -151,6 +154,7 @@ func TestNewHMACErrors(t *testing.T) {
 }
 
 func TestNone(t *testing.T) {
+	t.Parallel()
 	var v Verifier = None{}
 	if err := v.Verify(hdr(), nil, time.Time{}); err != nil {
 		t.Fatal(err)
@@ -158,6 +162,7 @@ func TestNone(t *testing.T) {
 }
 
 func TestConcurrentVerify(t *testing.T) {
+	t.Parallel()
 	v, err := NewGitHub([]string{"x", ghSecret})
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ func mustKey(t testing.TB, secret string) []byte {
 }
 
 func TestSignStandardVector(t *testing.T) {
+	t.Parallel()
 	got := SignStandard(mustKey(t, vecSecret), vecID, unix(vecTS), []byte(vecBody))
 	if got != vecSig {
 		t.Fatalf("SignStandard = %q, want %q", got, vecSig)
@@ -49,6 +50,7 @@ func TestSignStandardVector(t *testing.T) {
 }
 
 func TestStandard(t *testing.T) {
+	t.Parallel()
 	const now = vecTS
 	body := []byte(vecBody)
 	good := vecSig
@@ -123,6 +125,7 @@ func TestStandard(t *testing.T) {
 
 // TestStandardReference cross-checks with the reference Go library.
 func TestStandardReference(t *testing.T) {
+	t.Parallel()
 	ref, err := standardwebhooks.NewWebhook(vecSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +168,7 @@ func TestStandardReference(t *testing.T) {
 }
 
 func TestParseStandardSignatures(t *testing.T) {
+	t.Parallel()
 	s := base64.StdEncoding.EncodeToString(make([]byte, 32))
 	tests := []struct {
 		in    string
@@ -192,6 +196,7 @@ func TestParseStandardSignatures(t *testing.T) {
 }
 
 func TestNewStandardErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		secrets []string

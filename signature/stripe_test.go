@@ -27,6 +27,7 @@ func stripeSign(secret string, ts int64, body []byte) *webhook.SignedPayload {
 }
 
 func TestStripe(t *testing.T) {
+	t.Parallel()
 	const now = 1700000000
 	body := []byte(`{"id":"evt_1","object":"event","type":"charge.succeeded"}`)
 	good := stripeSign(stripeSecretA, now, body)
@@ -107,6 +108,7 @@ func TestStripe(t *testing.T) {
 // TestStripeCrossCheck: whatever Stripe's own library accepts, we accept,
 // and vice versa for the headers Stripe produces.
 func TestStripeCrossCheck(t *testing.T) {
+	t.Parallel()
 	v, err := NewStripe([]string{stripeSecretA}, webhook.DefaultTolerance)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +147,7 @@ func TestStripeCrossCheck(t *testing.T) {
 }
 
 func TestParseStripe(t *testing.T) {
+	t.Parallel()
 	sig := strings.Repeat("ab", sha256.Size)
 	tests := []struct {
 		in    string
@@ -174,6 +177,7 @@ func TestParseStripe(t *testing.T) {
 }
 
 func TestNewStripeErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		secrets []string

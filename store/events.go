@@ -76,6 +76,9 @@ func (p *stmts) close() {
 // ev.Seq set when ev was stored now (and put in the outbox in the same
 // transaction), dup is true when it was already there.
 // Two concurrent claims of one event can never both return dup == false.
+// A claim that finds the write queue full waits for room until ctx ends or
+// claimQueueWait passes (context.DeadlineExceeded); a claim that finds room
+// makes no timer.
 func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	if ev.Headers == nil {
 		ev.Headers = []byte("{}")
@@ -84,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	// submit returns: ev's bytes may be reused after Claim.
 	o := getOp()
 	o.claim = ev
-	err = s.submit(ctx, o)
+	err = s.submitWithin(ctx, o, claimQueueWait)
 	dup = o.dup
 	putOp(o)
 	if err != nil {
@@ -92,6 +95,10 @@ func (s *Store) Claim(ctx context.Context, ev *Event) (dup bool, err error) {
 	}
 	return dup, nil
 }
+
+// claimQueueWait bounds how long a claim waits for room in a full write
+// queue.
+var claimQueueWait = 30 * time.Second
 
 // insertEvent runs the claim statement for ev: dup if its (source, id) is
 // taken, else ev.Seq is set to its new row's and enqueue puts it in the

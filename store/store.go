@@ -472,6 +472,12 @@ func (s *Store) writeOp(ctx context.Context, fn func(*sql.Tx) error, outboxSafe 
 // submit queues o for the next group commit and returns once it is
 // settled; the caller reads o's outcome, then puts o back.
 func (s *Store) submit(ctx context.Context, o *op) error {
+	return s.submitWithin(ctx, o, 0)
+}
+
+// submitWithin is submit, waiting for room in a full queue at most wait
+// (context.DeadlineExceeded) when wait > 0.
+func (s *Store) submitWithin(ctx context.Context, o *op, wait time.Duration) error {
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -479,12 +485,21 @@ func (s *Store) submit(ctx context.Context, o *op) error {
 	}
 	select {
 	case s.ops <- o:
-	default: // the queue is full: wait for room, as long as ctx lets us
+	default: // the queue is full: wait for room, as long as ctx and wait let us
+		var expired <-chan time.Time
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case s.ops <- o:
 		case <-ctx.Done():
 			s.mu.RUnlock()
 			return ctx.Err()
+		case <-expired:
+			s.mu.RUnlock()
+			return context.DeadlineExceeded
 		}
 	}
 	s.mu.RUnlock()

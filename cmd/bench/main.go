@@ -213,7 +213,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	stopped := false
 	defer func() {
 		if !stopped {
-			if err := gw.stop(30 * time.Second); err != nil {
+			if err := gw.Stop(30 * time.Second); err != nil {
 				logf("gateway: %v", err)
 			}
 		}
@@ -233,7 +233,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		return "", err
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
-	r.rssIdle, _ = gw.memory()
+	r.rssIdle, _ = memory(gw)
 
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag+"g")
 	l.random = o.randomIDs
@@ -247,8 +247,8 @@ func run(ctx context.Context, o *options) (string, error) {
 	r.finish(ctx, gw, l, ds, ob, addr, smp) // What is left delivered; the closing readings.
 
 	stopped = true
-	if err := gw.stop(60 * time.Second); err != nil {
-		logf("gateway stop: %v\n%s", err, gw.tail())
+	if err := gw.Stop(60 * time.Second); err != nil {
+		logf("gateway stop: %v\n%s", err, gw.Tail(15))
 	}
 	return r.markdown(), ctx.Err()
 }
@@ -276,7 +276,7 @@ func (r *report) runBare(ctx context.Context, self, dir, tag string) error {
 		l.client.CloseIdleConnections()
 		logf("bare fiber: %.0f req/s", r.bare.rate())
 	}
-	err = errors.Join(err, p.stop(10*time.Second))
+	err = errors.Join(err, p.Stop(10*time.Second))
 	if err != nil {
 		return fmt.Errorf("bare fiber: %w", err)
 	}
@@ -373,7 +373,7 @@ func (r *report) startSampler(ctx context.Context, gw *proc, l *loader, ds *down
 				return
 			case <-t.C:
 			}
-			rss, _ := gw.memory()
+			rss, _ := memory(gw)
 			smp := sample{at: time.Since(start), phase: s.phase.Load().(string),
 				accepted: l.accepted.Load(), delivered: ds.distinct.Load(), backlog: ob.backlog(), rss: rss}
 			s.mu.Lock()
@@ -404,7 +404,7 @@ func (r *report) runPeak(ctx context.Context, gw *proc, l *loader, addr string, 
 		r.walPeak = &d
 	}
 	signalProfile(gw, o, syscall.SIGUSR2)
-	r.rssPeak, _ = gw.memory()
+	r.rssPeak, _ = memory(gw)
 	logf("gateway: %.0f events/s at peak (p99 %s); waiting for delivery", r.peak.rate(), r.peak.pct(99))
 }
 
@@ -456,10 +456,10 @@ func (r *report) runSoak(ctx context.Context, gw *proc, l *loader, smp *sampler)
 		return
 	}
 	smp.phase.Store("soak")
-	r.soakStart, _ = gw.memory()
+	r.soakStart, _ = memory(gw)
 	logf("gateway: soak, %s at %.0f events/s", o.soak, r.peak.rate()/2)
 	l.openLoop(ctx, o.soak, r.peak.rate()/2)
-	r.soakEnd, _ = gw.memory()
+	r.soakEnd, _ = memory(gw)
 	smp.mu.Lock()
 	for _, s := range r.samples {
 		if s.phase == "soak" {
@@ -485,7 +485,7 @@ func (r *report) finish(ctx context.Context, gw *proc, l *loader, ds *downstream
 	} else {
 		logf("gateway: WAL restarts not read: %v", err)
 	}
-	r.rssEnd, r.hwm = gw.memory()
+	r.rssEnd, r.hwm = memory(gw)
 	if e, ok := l.lastErr.Load().(string); ok {
 		r.lastErr = e
 	}
@@ -510,7 +510,7 @@ type cpuMeter struct {
 }
 
 func measureCPU(p *proc) *cpuMeter {
-	m := &cpuMeter{p: p, start: time.Now(), p0: p.cpuTime(), b0: selfCPU()}
+	m := &cpuMeter{p: p, start: time.Now(), p0: p.CPUTime(), b0: selfCPU()}
 	m.machine0, m.steal0 = machineCPU()
 	return m
 }
@@ -518,7 +518,7 @@ func measureCPU(p *proc) *cpuMeter {
 func (m *cpuMeter) done() cpuSplit {
 	secs := time.Since(m.start).Seconds()
 	all, steal := machineCPU()
-	g, b := m.p.cpuTime()-m.p0, selfCPU()-m.b0
+	g, b := m.p.CPUTime()-m.p0, selfCPU()-m.b0
 	all, steal = all-m.machine0, steal-m.steal0
 	return cpuSplit{g.Seconds() / secs, b.Seconds() / secs, max(0, (all-steal-g-b).Seconds()/secs), steal.Seconds() / secs}
 }
@@ -527,7 +527,7 @@ func (m *cpuMeter) done() cpuSplit {
 // in-process gateway.
 func signalProfile(p *proc, o *options, sig syscall.Signal) {
 	if o.cpuprofile != "" {
-		if err := p.cmd.Process.Signal(sig); err != nil {
+		if err := p.Signal(sig); err != nil {
 			logf("cpu profile: %v", err)
 		}
 	}

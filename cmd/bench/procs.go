@@ -1,148 +1,46 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // the outbox is read from the gateway's SQLite file
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // proc is a server under test, run as a child process so that its memory
-// is its own (read from /proc/<pid>/status).
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // set when exited is closed
-	log    string
-}
+// is its own (read from /proc/<pid>/status). The child dies with the
+// bench, even on a SIGKILL of the bench.
+type proc = gatewaytest.Process
 
 func startProc(name, logPath string, argv ...string) (*proc, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The child dies with the bench, even on a SIGKILL of the bench.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, exited: make(chan struct{}), log: logPath}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM and waits; after timeout it kills.
-func (p *proc) stop(timeout time.Duration) error {
-	select {
-	case <-p.exited:
-		return p.err
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return p.err
-	case <-time.After(timeout):
-		p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("%s did not stop within %s; killed", p.name, timeout)
-	}
+	return gatewaytest.Start(name, argv, gatewaytest.Options{LogPath: logPath, DieWithParent: true})
 }
 
 // memory returns the process's resident set size now and its peak
-// (VmRSS and VmHWM), in bytes.
-func (p *proc) memory() (rss, peak int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.pid()))
+// (VmRSS and VmHWM), in bytes; 0 if it cannot be read.
+func memory(p *proc) (rss, peak int64) {
+	rss, peak, err := p.Memory()
 	if err != nil {
 		return 0, 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if k == "VmRSS" {
-			rss = n << 10
-		} else {
-			peak = n << 10
-		}
-	}
 	return rss, peak
-}
-
-// cpuTime is the user+system CPU the process has used.
-func (p *proc) cpuTime() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which is in parentheses).
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
-}
-
-// tail returns the last lines of the process's log, for error messages.
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
 
 // waitHTTP waits until addr answers HTTP (any status), the process exits,
 // or timeout passes.
 func waitHTTP(p *proc, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	c := &http.Client{Timeout: time.Second}
-	for {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited before serving (%v):\n%s", p.name, p.err, p.tail())
-		default:
-		}
-		resp, err := c.Get("http://" + addr + "/")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not serving on %s after %s: %v\n%s", p.name, addr, timeout, err, p.tail())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return p.WaitHTTP("http://"+addr+"/", timeout)
 }
 
 // freeAddr returns a loopback address with a port free right now.
@@ -161,18 +59,10 @@ func buildGateway(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
+	if mod := strings.TrimSpace(string(out)); mod == "" || mod == os.DevNull {
 		return "", errors.New("run the bench inside the hookgate module (or pass -gateway PATH)")
 	}
-	bin := filepath.Join(dir, "gateway")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gateway")
-	cmd.Dir = filepath.Dir(mod)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/gateway: %w", err)
-	}
-	return bin, nil
+	return gatewaytest.Build(ctx, dir)
 }
 
 // writeConfig writes the gateway config of the run: embedded NATS, one
@@ -269,7 +159,4 @@ func machineCPU() (busy, steal time.Duration) {
 }
 
 // selfCPU is the CPU time the bench process has used.
-func selfCPU() time.Duration {
-	p := &proc{cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}}
-	return p.cpuTime()
-}
+func selfCPU() time.Duration { return gatewaytest.ProcessCPUTime(os.Getpid()) }

@@ -20,12 +20,13 @@ import (
 
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // runCLI runs the command line in-process and returns its exit status,
 // stdout and stderr.
 func runCLI(args ...string) (int, string, string) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr gatewaytest.SyncBuffer
 	code := run(args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
@@ -290,7 +291,7 @@ func TestRunCleanShutdown(t *testing.T) {
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	path := serveConfig(t, dir, addr)
-	var stdout, stderr syncBuffer
+	var stdout, stderr gatewaytest.SyncBuffer
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"-config", path}, &stdout, &stderr) }()
 

@@ -45,7 +45,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
 		t.Fatalf("second gateway: %v, want exit status 2\n%s", err, out)
 	}
-	want := fmt.Sprintf("data_dir %s is in use by pid %d", dataDir, first.cmd.Process.Pid)
+	want := fmt.Sprintf("data_dir %s is in use by pid %d", dataDir, first.Pid())
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("second gateway said %q, want %q", out, want)
 	}
@@ -60,18 +60,18 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	}
 	// The first gateway is unharmed.
 	if status, what, err := post(http.DefaultClient, addr, "evt_after_refusal"); err != nil || status != 200 || what != "accepted" {
-		t.Fatalf("first gateway after the refusal: %d %s %v\n%s", status, what, err, first.out)
+		t.Fatalf("first gateway after the refusal: %d %s %v\n%s", status, what, err, first.Log())
 	}
 
 	// A killed gateway leaves its LOCK file behind; the lock itself died
 	// with it.
-	first.kill()
+	first.Kill()
 	if _, err := os.Stat(filepath.Join(dataDir, "LOCK")); err != nil {
 		t.Fatalf("LOCK file: %v", err)
 	}
 	g := startGateway(t, secondCfg, secondAddr)
 	if status, what, err := post(http.DefaultClient, secondAddr, "evt_after_refusal"); err != nil || status != 200 || what != "duplicate" {
-		t.Fatalf("gateway on the freed data_dir: %d %s %v\n%s", status, what, err, g.out)
+		t.Fatalf("gateway on the freed data_dir: %d %s %v\n%s", status, what, err, g.Log())
 	}
-	g.kill()
+	g.Kill()
 }

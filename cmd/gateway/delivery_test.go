@@ -110,10 +110,10 @@ tasks: {allow: [127.0.0.1], retries: 1, retry_wait_min: 5ms, retry_wait_max: 20m
 			}
 		}
 		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // kill at a random moment of delivery
-		g.kill()
+		g.Kill()
 	}
 	g := startGateway(t, cfg, addr)
-	defer g.kill()
+	defer g.Kill()
 
 	// A client retrying its task call after the crashes gets the same task.
 	for key, id := range taskIDs {
@@ -144,7 +144,7 @@ tasks: {allow: [127.0.0.1], retries: 1, retry_wait_min: 5ms, retry_wait_max: 20m
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d accepted events and tasks never delivered\n%s", missing, len(want), g.out)
+			t.Fatalf("%d of %d accepted events and tasks never delivered\n%s", missing, len(want), g.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

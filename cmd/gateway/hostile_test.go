@@ -9,14 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // The secrets every malformed request below carries; each holds "s3cr3t".
@@ -125,8 +125,8 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	if status, what, err := post(http.DefaultClient, addr, "evt_after_hostile"); err != nil || status != 200 {
 		t.Fatalf("after the malformed requests: %d %s %v", status, what, err)
 	}
-	g.kill()
-	out := g.out.String()
+	g.Kill()
+	out := g.Log()
 	for _, line := range strings.Split(out, "\n") {
 		if leaked(line) {
 			t.Errorf("a log line holds a secret: %s", line)
@@ -139,21 +139,11 @@ func leaked(s string) bool { return strings.Contains(strings.ToLower(s), "s3cr3t
 // vmRSS reads the resident set size of pid in bytes.
 func vmRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, _, err := gatewaytest.Memory(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
+	return rss
 }
 
 // startLimited runs the binary under `prlimit --nofile=n:n`.
@@ -163,31 +153,8 @@ func startLimited(t *testing.T, configPath, addr string, nofile int) *gateway {
 	if err != nil {
 		t.Skip("prlimit (util-linux) is not installed")
 	}
-	g := &gateway{addr: addr, out: &syncBuffer{}, done: make(chan struct{})}
-	g.cmd = exec.Command(prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), gatewayBinary(t), "-config", configPath)
-	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { g.err = g.cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() { g.kill() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return g
-		}
-		select {
-		case <-g.done:
-			t.Fatalf("gateway exited: %v\n%s", g.err, g.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not start:\n%s", g.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return gatewaytest.StartGateway(t, configPath, addr, gatewaytest.GatewayOptions{
+		Options: gatewaytest.Options{Wrap: []string{prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}}})
 }
 
 // keepAliveClient has exactly one connection, kept open.
@@ -233,15 +200,15 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	// every handshake: they are all in its backlog or accepted).
 	for i := 0; i < 20; i++ {
 		select {
-		case <-g.done:
-			t.Fatalf("the gateway exited with %d idle connections open: %v\n%s", len(conns), g.err, g.out)
+		case <-g.Done():
+			t.Fatalf("the gateway exited with %d idle connections open: %v\n%s", len(conns), g.Err(), g.Log())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	for i := 0; i < 3; i++ {
 		id := fmt.Sprintf("evt_during_%d", i)
 		if status, what, err := post(sender, addr, id); err != nil || status != 200 {
-			t.Fatalf("the sender already connected, during the idle connections: %d %s %v\n%s", status, what, err, g.out)
+			t.Fatalf("the sender already connected, during the idle connections: %d %s %v\n%s", status, what, err, g.Log())
 		}
 	}
 	for _, c := range conns {
@@ -250,15 +217,15 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	conns = nil
 	fresh := keepAliveClient()
 	if status, what, err := post(fresh, addr, "evt_after"); err != nil || status != 200 {
-		t.Fatalf("a new sender after the idle connections closed: %d %s %v\n%s", status, what, err, g.out)
+		t.Fatalf("a new sender after the idle connections closed: %d %s %v\n%s", status, what, err, g.Log())
 	}
 	select {
-	case <-g.done:
-		t.Fatalf("the gateway exited: %v\n%s", g.err, g.out)
+	case <-g.Done():
+		t.Fatalf("the gateway exited: %v\n%s", g.Err(), g.Log())
 	default:
 	}
-	if !strings.Contains(g.out.String(), "max_connections") {
-		t.Errorf("the log does not give the connection limit in force:\n%s", g.out)
+	if !strings.Contains(g.Log(), "max_connections") {
+		t.Errorf("the log does not give the connection limit in force:\n%s", g.Log())
 	}
 }
 
@@ -274,7 +241,7 @@ data_dir: %q
 sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 `, addr, filepath.Join(dir, "data"), secret))
 	g := startGateway(t, cfg, addr)
-	pid := g.cmd.Process.Pid
+	pid := g.Pid()
 	base := vmRSS(t, pid)
 
 	const n = 2000
@@ -317,8 +284,8 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	for i := 0; i < 10; i++ {
 		time.Sleep(time.Second)
 		select {
-		case <-g.done:
-			t.Fatalf("the gateway exited: %v\n%s", g.err, g.out)
+		case <-g.Done():
+			t.Fatalf("the gateway exited: %v\n%s", g.Err(), g.Log())
 		default:
 		}
 		rss := vmRSS(t, pid)
@@ -365,7 +332,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	if resp.StatusCode != 413 || !strings.Contains(string(b), `"body_too_large"`) {
 		t.Errorf("a %d-byte gzip bomb: %d %s, want 413 body_too_large", bomb.Len(), resp.StatusCode, b)
 	}
-	if peak := vmHWM(t, g.cmd.Process.Pid); peak > 300<<20 {
+	if peak := vmHWM(t, g.Pid()); peak > 300<<20 {
 		t.Errorf("peak RSS %d MB after one %d-byte gzip body, want under 300 MB", peak>>20, bomb.Len())
 	}
 }
@@ -373,16 +340,9 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 // vmHWM reads the peak resident set size of pid in bytes.
 func vmHWM(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	_, peak, err := gatewaytest.Memory(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
+	return peak
 }

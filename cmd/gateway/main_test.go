@@ -7,13 +7,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,31 +25,10 @@ import (
 
 const secret = "whsec_subprocess_secret"
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// gatewayBinary builds the gateway once per test run.
+// gatewayBinary is the gateway, built once per test binary.
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hookgate-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gateway")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return gatewaytest.Binary(t)
 }
 
 func freePort(t *testing.T) int {
@@ -61,74 +38,16 @@ func freePort(t *testing.T) int {
 
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()
-	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return gatewaytest.WriteConfig(t, dir, body)
 }
 
-// gateway is one run of the binary.
-type gateway struct {
-	cmd  *exec.Cmd
-	addr string
-	out  *syncBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, once done is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// gateway is one run of the binary; its output is kept in memory (Log).
+type gateway = gatewaytest.Gateway
 
 // startGateway runs the binary on configPath and waits until it answers HTTP.
 func startGateway(t *testing.T, configPath, addr string) *gateway {
 	t.Helper()
-	g := &gateway{addr: addr, out: &syncBuffer{}, done: make(chan struct{})}
-	g.cmd = exec.Command(gatewayBinary(t), "-config", configPath)
-	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { g.err = g.cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() { g.kill() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/")
-		if err == nil {
-			resp.Body.Close()
-			return g
-		}
-		select {
-		case <-g.done:
-			t.Fatalf("gateway exited: %v\n%s", g.err, g.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not start:\n%s", g.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill sends SIGKILL and waits for the process to exit; killing an exited
-// process is harmless.
-func (g *gateway) kill() {
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	<-g.done
+	return gatewaytest.StartGateway(t, configPath, addr, gatewaytest.GatewayOptions{})
 }
 
 // post sends a Stripe-signed event and returns the status and the answer's
@@ -235,11 +154,11 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 		id := fmt.Sprintf("evt_%d", i)
 		status, what, err := post(http.DefaultClient, addr, id)
 		if err != nil || status != 200 || what != "accepted" {
-			t.Fatalf("post %s: %d %s %v\n%s", id, status, what, err, g.out)
+			t.Fatalf("post %s: %d %s %v\n%s", id, status, what, err, g.Log())
 		}
 		accepted[id] = true
 	}
-	g.kill()
+	g.Kill()
 
 	runNATS(t, natsPort, natsDir)
 	g = startGateway(t, cfg, addr)
@@ -252,7 +171,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	if status, what, _ := post(http.DefaultClient, addr, "evt_3"); status != 200 || what != "duplicate" {
 		t.Fatalf("resend after restart: %d %s, want 200 duplicate", status, what)
 	}
-	g.kill()
+	g.Kill()
 }
 
 // SIGKILL at random moments under concurrent load, with the embedded
@@ -308,7 +227,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 			}()
 		}
 		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // load runs for a random while
-		g.kill()
+		g.Kill()
 		close(stop)
 		wg.Wait()
 		client.CloseIdleConnections()
@@ -321,7 +240,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 		}
 	}
 	t.Logf("%d events acknowledged over 3 kills; %d in the stream", len(acked), len(ids))
-	g.kill()
+	g.Kill()
 }
 
 func TestBadConfigRefused(t *testing.T) {

@@ -67,23 +67,21 @@ func (s *sink) missing(ids map[string]bool) int {
 
 // terminate sends SIGTERM and waits for the exit; it fails the test unless
 // the gateway exits with status 0 within limit.
-func (g *gateway) terminate(t *testing.T, limit time.Duration) time.Duration {
+func terminate(t *testing.T, g *gateway, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-g.done:
-	case <-time.After(limit):
-		t.Fatalf("no exit %s after SIGTERM:\n%s", limit, g.out)
+	if !g.Wait(limit) {
+		t.Fatalf("no exit %s after SIGTERM:\n%s", limit, g.Log())
 	}
 	took := time.Since(start)
-	if g.err != nil {
-		t.Fatalf("exit after SIGTERM: %v, want status 0\n%s", g.err, g.out)
+	if g.Err() != nil {
+		t.Fatalf("exit after SIGTERM: %v, want status 0\n%s", g.Err(), g.Log())
 	}
-	if !strings.Contains(g.out.String(), "hookgate stopped") {
-		t.Fatalf("no clean stop in the log:\n%s", g.out)
+	if !strings.Contains(g.Log(), "hookgate stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", g.Log())
 	}
 	return took
 }
@@ -164,7 +162,7 @@ routes: [{name: down, sources: [stripe], url: %q, concurrency: 4}]
 	if ds.arrived.Load() == 0 {
 		t.Log("no delivery had started at the signal")
 	}
-	took := g.terminate(t, 15*time.Second)
+	took := terminate(t, g, 15*time.Second)
 	wg.Wait()
 	client.CloseIdleConnections()
 	t.Logf("%d events acknowledged; %d delivered before the exit %s after SIGTERM", len(acked), len(acked)-ds.missing(acked), took)
@@ -172,7 +170,7 @@ routes: [{name: down, sources: [stripe], url: %q, concurrency: 4}]
 		t.Fatal("no event was acknowledged")
 	}
 
-	out := g.out.String()
+	out := g.Log()
 	if strings.Contains(out, secret) || strings.Contains(out, "5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd") {
 		t.Fatalf("the log holds the secret or a signature:\n%s", out)
 	}
@@ -198,12 +196,12 @@ routes: [{name: down, sources: [stripe], url: %q, concurrency: 4}]
 	deadline := time.Now().Add(60 * time.Second)
 	for ds.missing(acked) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d acknowledged events never delivered:\n%s", ds.missing(acked), g.out)
+			t.Fatalf("%d acknowledged events never delivered:\n%s", ds.missing(acked), g.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the rest delivered %s after the restart", time.Since(restarted))
-	g.terminate(t, 15*time.Second)
+	terminate(t, g, 15*time.Second)
 	s = openStore(t, dataDir)
 	defer s.Close()
 	for id := range acked {
@@ -251,7 +249,7 @@ routes: [{name: down, sources: [stripe], url: %q, timeout: 60s, retries: 0}]
 	deadline := time.Now().Add(20 * time.Second)
 	for ds.arrived.Load() < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("deliveries did not reach the downstream:\n%s", g.out)
+			t.Fatalf("deliveries did not reach the downstream:\n%s", g.Log())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -259,7 +257,7 @@ routes: [{name: down, sources: [stripe], url: %q, timeout: 60s, retries: 0}]
 	// the broker and the store close, which a loaded machine can make
 	// slow, so the upper bound only tells "bounded" from "waited for the
 	// 60s delivery timeout".
-	took := g.terminate(t, 40*time.Second)
+	took := terminate(t, g, 40*time.Second)
 	t.Logf("exit %s after SIGTERM", took)
 	if took < 1500*time.Millisecond || took > 30*time.Second {
 		t.Fatalf("exit %s after SIGTERM with deliveries stuck; want shutdown_timeout (2s) plus closing, well under the 60s delivery timeout", took)
@@ -271,7 +269,7 @@ routes: [{name: down, sources: [stripe], url: %q, timeout: 60s, retries: 0}]
 	deadline = time.Now().Add(60 * time.Second)
 	for ds.missing(ids) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d cut deliveries never delivered after the restart:\n%s", ds.missing(ids), g.out)
+			t.Fatalf("%d cut deliveries never delivered after the restart:\n%s", ds.missing(ids), g.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -279,8 +277,8 @@ routes: [{name: down, sources: [stripe], url: %q, timeout: 60s, retries: 0}]
 	// passed since their delivery: JetStream does not keep a Nak across a
 	// server restart.
 	t.Logf("delivered %s after the restart", time.Since(restarted))
-	g.terminate(t, 10*time.Second)
-	if strings.Contains(g.out.String(), "panic") {
-		t.Fatalf("panic in the log:\n%s", g.out)
+	terminate(t, g, 10*time.Second)
+	if strings.Contains(g.Log(), "panic") {
+		t.Fatalf("panic in the log:\n%s", g.Log())
 	}
 }

@@ -39,27 +39,27 @@ routes: [{name: stuck, sources: [stripe], url: %q, timeout: 60s}]
 		t.Fatalf("post: %d %v", status, err)
 	}
 	<-reached // a delivery is in flight and will not finish
-	g.cmd.Process.Signal(syscall.SIGTERM)
+	g.Signal(syscall.SIGTERM)
 	// The first signal starts a graceful shutdown that waits for the
 	// delivery; once it has begun, a second signal ends the process.
 	waitLog(t, g, "shutting down")
-	g.cmd.Process.Signal(syscall.SIGTERM)
+	g.Signal(syscall.SIGTERM)
 	select {
-	case <-g.done:
+	case <-g.Done():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the process did not exit after a second SIGTERM\n%s", g.out)
+		t.Fatalf("the process did not exit after a second SIGTERM\n%s", g.Log())
 	}
-	if g.cmd.ProcessState.Success() {
-		t.Fatalf("exit after a second signal = %v, want killed by the signal", g.cmd.ProcessState)
+	if g.Err() == nil {
+		t.Fatalf("exit after a second signal = %v, want killed by the signal", g.Err())
 	}
 }
 
 func waitLog(t *testing.T, g *gateway, text string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(g.out.String(), text) {
+	for !strings.Contains(g.Log(), text) {
 		if time.Now().After(deadline) {
-			t.Fatalf("log never said %q:\n%s", text, g.out)
+			t.Fatalf("log never said %q:\n%s", text, g.Log())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -101,8 +101,8 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("the full disk never refused a write (%d events accepted)", len(answers))
 	}
 	select {
-	case <-s.gw.done:
-		t.Fatalf("the gateway died on a full disk: %v", s.gw.err)
+	case <-s.gw.Done():
+		t.Fatalf("the gateway died on a full disk: %v", s.gw.Err())
 	default:
 	}
 

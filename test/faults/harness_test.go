@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,24 +48,10 @@ const (
 // is recognised wherever it shows up.
 var forgedMarker = []byte(`"forged":true`)
 
-var gatewayBin string
-
-// TestMain builds the gateway binary once for every scenario.
+// TestMain removes the gateway binary the scenarios share once they ran.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hookgate-faults-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gatewayBin = filepath.Join(dir, "gateway")
-	out, err := exec.Command("go", "build", "-o", gatewayBin, "github.com/hookgate/hookgate/cmd/gateway").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build of the gateway failed: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	gatewaytest.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -243,7 +228,7 @@ type scenario struct {
 	provider *provider
 	forger   *forger
 
-	gw      *gateway
+	gw      *gatewaytest.Process
 	runs    int
 	drained time.Duration // how long verify waited for the last delivery
 
@@ -279,7 +264,7 @@ func newScenario(t *testing.T, tweak func(*gwConfig)) *scenario {
 	s.forger = newForger("http://"+s.cfg.Listen+"/webhooks/stripe", newRNG(seed, 5))
 	t.Cleanup(func() {
 		if s.gw != nil {
-			s.gw.kill()
+			s.gw.Kill()
 		}
 	})
 	t.Cleanup(s.provider.stop)
@@ -358,51 +343,26 @@ func sleepUntil(stop <-chan struct{}, d time.Duration) bool {
 // ---------------------------------------------------------------------------
 // The gateway process.
 
-type gateway struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process exited
-	err  error         // Wait's result, once done is closed
-}
-
-// start runs the binary and waits until it answers HTTP.
+// start runs the binary and waits until it answers HTTP; its output goes
+// to the run's log file.
 func (s *scenario) start() {
 	s.t.Helper()
 	if s.gw != nil {
 		s.t.Fatal("start: the gateway is already running")
 	}
 	s.runs++
-	f, err := os.Create(s.logPath(s.runs))
+	p, err := gatewaytest.Start(fmt.Sprintf("gateway run %d", s.runs),
+		[]string{gatewaytest.Binary(s.t), "-config", s.configPath()},
+		gatewaytest.Options{Wrap: s.cfg.Wrap, LogPath: s.logPath(s.runs)})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	defer f.Close() // the child has its own copy
-	g := &gateway{done: make(chan struct{})}
-	args := append(append([]string{}, s.cfg.Wrap...), gatewayBin, "-config", s.configPath())
-	g.cmd = exec.Command(args[0], args[1:]...)
-	g.cmd.Stdout, g.cmd.Stderr = f, f
-	if err := g.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	go func() { g.err = g.cmd.Wait(); close(g.done) }()
-	s.gw = g
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get("http://" + s.cfg.Listen + "/")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case <-g.done:
+	s.gw = p
+	if err := p.WaitHTTP("http://"+s.cfg.Listen+"/healthz", 30*time.Second); err != nil {
+		if p.Exited() {
 			s.gw = nil
-			s.t.Fatalf("gateway run %d exited at start: %v", s.runs, g.err)
-		default:
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("gateway run %d did not answer HTTP within 30s", s.runs)
-		}
-		time.Sleep(20 * time.Millisecond)
+		s.t.Fatal(err)
 	}
 }
 
@@ -412,13 +372,8 @@ func (s *scenario) kill() {
 	if s.gw == nil {
 		s.t.Fatal("kill: the gateway is not running")
 	}
-	s.gw.kill()
+	s.gw.Kill()
 	s.gw = nil
-}
-
-func (g *gateway) kill() {
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	<-g.done
 }
 
 // stop sends SIGTERM and waits up to the shutdown timeout plus a margin;
@@ -432,17 +387,13 @@ func (s *scenario) stop() (code int, took time.Duration) {
 	}
 	s.gw = nil
 	start := time.Now()
-	g.cmd.Process.Signal(syscall.SIGTERM)
+	_ = g.Signal(syscall.SIGTERM)
 	limit := s.cfg.ShutdownTimeout + 10*time.Second
-	select {
-	case <-g.done:
-	case <-time.After(limit):
+	if !g.Wait(limit) {
 		s.t.Errorf("gateway run %d did not exit within %s of SIGTERM", s.runs, limit)
-		g.kill()
+		g.Kill()
 	}
-	took = time.Since(start)
-	code = g.cmd.ProcessState.ExitCode()
-	return code, took
+	return g.ExitCode(), time.Since(start)
 }
 
 // stopClean stops the gateway with SIGTERM and requires exit status 0.

@@ -1,16 +1,14 @@
 package faults
 
 import (
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // Scenario 8: hostile connections beside genuine traffic. The gateway runs
@@ -31,7 +29,7 @@ func TestHostileConnections(t *testing.T) {
 	during := s.newEvents("h1", 150, 0)
 	after := s.newEvents("h2", 50, 0)
 	s.start()
-	pid := s.gw.cmd.Process.Pid
+	pid := s.gw.Pid()
 	s.provider.start(8, 5*time.Millisecond)
 	s.forger.run(append(append(before, during...), after...))
 	s.provider.add(before...)
@@ -49,8 +47,8 @@ func TestHostileConnections(t *testing.T) {
 	for range 8 { // 8s, about 4 rounds of slow-body bytes
 		time.Sleep(time.Second)
 		select {
-		case <-s.gw.done:
-			t.Fatalf("the gateway exited under hostile connections: %v", s.gw.err)
+		case <-s.gw.Done():
+			t.Fatalf("the gateway exited under hostile connections: %v", s.gw.Err())
 		default:
 		}
 		peak = max(peak, rss(t, pid))
@@ -127,19 +125,9 @@ func (f *flood) close() {
 // rss is the resident set size of pid in bytes.
 func rss(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, _, err := gatewaytest.Memory(pid)
 	if err != nil {
 		t.Fatalf("read the gateway's status: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in the gateway's status")
-	return 0
+	return n
 }
