@@ -140,6 +140,11 @@ func (b *Broker) start(ctx context.Context) error {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// Nothing is held for the next server while disconnected: a held
+		// message over that server's max payload would get an -ERR, on
+		// which nats.go closes the connection for good. Publishes fail at
+		// once instead; the relay retries them, acks are redelivered.
+		nats.ReconnectBufSize(-1),
 		nats.Timeout(cfg.ConnectTimeout),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
