@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// appendJSONString must write exactly what encoding/json writes (the
-// answers and the stored headers used to be encoded by it).
+// appendJSONString must write exactly what encoding/json writes, so that
+// answers and stored headers read as encoding/json's would.
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	cases := []string{

@@ -104,8 +104,8 @@ var claimQueueWait = 30 * time.Second
 // taken, else ev.Seq is set to its new row's and enqueue puts it in the
 // outbox. The caller's transaction must not commit the one without the
 // other: on an error it rolls back (the writer, the whole batch) or back to
-// its savepoint. (A trigger did the outbox insert until migration 0008; see
-// there why it no longer does.)
+// its savepoint. (Not a trigger: a claim that writes two tables would keep a
+// statement journal; see migration 0008.)
 func insertEvent(claim, enqueue *sql.Stmt, ev *Event) (dup bool, err error) {
 	seq, ok, err := inserted(claim.Exec(ev.Source, ev.ID, ev.Type, ev.ContentType,
 		ev.Headers, ev.Body, ev.ReceivedAt.UnixMilli()))
