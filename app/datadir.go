@@ -37,7 +37,7 @@ func LockDataDir(dir string) (release func() error, err error) {
 		return nil, fmt.Errorf("data_dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("data_dir %s: %w", dir, err)
 	}
