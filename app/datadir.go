@@ -42,7 +42,7 @@ func LockDataDir(dir string) (release func() error, err error) {
 		return nil, fmt.Errorf("data_dir %s: %w", dir, err)
 	}
 	if err := flock(f); err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written through f
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &DataDirInUseError{Dir: dir, PID: holder(path)}
 		}
