@@ -37,12 +37,12 @@ func LockDataDir(dir string) (release func() error, err error) {
 		return nil, fmt.Errorf("data_dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("data_dir %s: %w", dir, err)
 	}
 	if err := flock(f); err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written through f
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &DataDirInUseError{Dir: dir, PID: holder(path)}
 		}

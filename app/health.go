@@ -220,7 +220,9 @@ func (p *writeProbe) check(ctx context.Context) error {
 	if p.running == nil && (p.at.IsZero() || time.Since(p.at) >= p.every) {
 		done := make(chan struct{})
 		p.running, p.started = done, time.Now()
-		go func() {
+		// The write outlives the check that starts it: its outcome answers
+		// the checks that follow, so the request's end must not cancel it.
+		go func() { //nolint:gosec // G118: detached on purpose (above); bounded by its own timeout
 			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			err := p.write(wctx)
 			cancel()

@@ -256,11 +256,21 @@ routes:
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", strings.NewReader(`{"id":"x"}`))
 	req.Header.Set("Stripe-Signature", "t=1,v1=00")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
-		t.Fatalf("bad signature: %v %v", resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("bad signature: %v", err)
 	}
-	if resp, err := http.Post("http://"+a.Addr()+"/webhooks/nope", "application/json", strings.NewReader(`{}`)); err != nil || resp.StatusCode != 404 {
-		t.Fatalf("unknown source: %v %v", resp, err)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("bad signature: %d, want 401", resp.StatusCode)
+	}
+	resp, err = http.Post("http://"+a.Addr()+"/webhooks/nope", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatalf("unknown source: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("unknown source: %d, want 404", resp.StatusCode)
 	}
 	waitFor(t, "deliveries", func() (bool, string) {
 		done := 0

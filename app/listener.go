@@ -166,8 +166,12 @@ func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		if c.linger.Load() {
 			if tc, ok := c.Conn.(*net.TCPConn); ok && tc.CloseWrite() == nil {
-				tc.SetReadDeadline(time.Now().Add(lingerTime))
-				io.Copy(io.Discard, io.LimitReader(tc, lingerBytes))
+				// SetReadDeadline fails only on a closed connection. The
+				// copy ends at the deadline, the client's FIN or an error:
+				// all the same here, the connection is closed next.
+				if tc.SetReadDeadline(time.Now().Add(lingerTime)) == nil {
+					_, _ = io.Copy(io.Discard, io.LimitReader(tc, lingerBytes))
+				}
 			}
 		}
 		err = c.Conn.Close()

@@ -202,54 +202,72 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string, depth int) bool
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if !w.expect(n, yaml.MappingNode, path) {
-			return false
-		}
-		fields := yamlFields(t)
-		for _, p := range w.pairs(n, path, depth) {
-			kp := joinPath(path, p.key.Value)
-			f, ok := fields[p.key.Value]
-			if !ok {
-				w.errorf(kp, "unknown key")
-				continue
-			}
-			if w.walk(p.val, f.Type, kp, depth+1) {
-				w.set[kp] = true
-			}
-		}
+		return w.walkStruct(n, t, path, depth)
 	case reflect.Map:
-		if !w.expect(n, yaml.MappingNode, path) {
-			return false
-		}
-		if t.Key().Kind() != reflect.String {
-			panic("config: unsupported map key type " + t.Key().String())
-		}
-		for _, p := range w.pairs(n, path, depth) {
-			kp := joinPath(path, p.key.Value)
-			if w.walk(p.val, t.Elem(), kp, depth+1) {
-				w.set[kp] = true
-			}
-		}
+		return w.walkMap(n, t, path, depth)
 	case reflect.Slice, reflect.Array:
-		if !w.expect(n, yaml.SequenceNode, path) {
-			return false
-		}
-		for i, item := range n.Content {
-			ip := fmt.Sprintf("%s[%d]", path, i)
-			// yaml.v3 drops null items, which would shift the indexes
-			// of later ones; refuse them.
-			if r := resolveAlias(item); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" {
-				w.errorf(ip, "line %d: empty list item", item.Line)
-				continue
-			}
-			w.walk(item, t.Elem(), ip, depth+1)
-		}
+		return w.walkList(n, t, path, depth)
 	case reflect.Interface:
 		// Anything goes; not used by Config.
+		return true
 	default:
 		// A scalar type given a mapping or list.
 		w.errorf(path, "line %d: expected %s, got %s", n.Line, typeName(t), kindName(n))
 		return false
+	}
+}
+
+// walkStruct checks mapping n against struct type t: each key a field.
+func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string, depth int) bool {
+	if !w.expect(n, yaml.MappingNode, path) {
+		return false
+	}
+	fields := yamlFields(t)
+	for _, p := range w.pairs(n, path, depth) {
+		kp := joinPath(path, p.key.Value)
+		f, ok := fields[p.key.Value]
+		if !ok {
+			w.errorf(kp, "unknown key")
+			continue
+		}
+		if w.walk(p.val, f.Type, kp, depth+1) {
+			w.set[kp] = true
+		}
+	}
+	return true
+}
+
+// walkMap checks mapping n against map type t (string keys).
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string, depth int) bool {
+	if !w.expect(n, yaml.MappingNode, path) {
+		return false
+	}
+	if t.Key().Kind() != reflect.String {
+		panic("config: unsupported map key type " + t.Key().String())
+	}
+	for _, p := range w.pairs(n, path, depth) {
+		kp := joinPath(path, p.key.Value)
+		if w.walk(p.val, t.Elem(), kp, depth+1) {
+			w.set[kp] = true
+		}
+	}
+	return true
+}
+
+// walkList checks sequence n against slice or array type t.
+func (w *walker) walkList(n *yaml.Node, t reflect.Type, path string, depth int) bool {
+	if !w.expect(n, yaml.SequenceNode, path) {
+		return false
+	}
+	for i, item := range n.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		// yaml.v3 drops null items, which would shift the indexes
+		// of later ones; refuse them.
+		if r := resolveAlias(item); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" {
+			w.errorf(ip, "line %d: empty list item", item.Line)
+			continue
+		}
+		w.walk(item, t.Elem(), ip, depth+1)
 	}
 	return true
 }

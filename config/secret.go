@@ -26,11 +26,16 @@ func (s Secret) Reveal() string { return string(s) }
 // String returns the masked secret.
 func (s Secret) String() string { return MaskSecret(string(s)) }
 
-func (s Secret) GoString() string              { return strconv.Quote(s.String()) }
-func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprintf(f, fmt.FormatString(f, verb), s.String()) }
-func (s Secret) MarshalYAML() (any, error)     { return s.String(), nil }
-func (s Secret) MarshalJSON() ([]byte, error)  { return json.Marshal(s.String()) }
-func (s Secret) LogValue() slog.Value          { return slog.StringValue(s.String()) }
+// The Format methods ignore Fprintf's error: a write to a fmt.State goes to
+// fmt's buffer and cannot fail; the outer print reports its writer's error.
+
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+func (s Secret) Format(f fmt.State, verb rune) {
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), s.String())
+}
+func (s Secret) MarshalYAML() (any, error)    { return s.String(), nil }
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+func (s Secret) LogValue() slog.Value         { return slog.StringValue(s.String()) }
 
 // Secrets is a list of secrets; each masks itself.
 type Secrets []Secret
@@ -68,11 +73,13 @@ func (u URL) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (u URL) GoString() string              { return strconv.Quote(u.String()) }
-func (u URL) Format(f fmt.State, verb rune) { fmt.Fprintf(f, fmt.FormatString(f, verb), u.String()) }
-func (u URL) MarshalYAML() (any, error)     { return u.String(), nil }
-func (u URL) MarshalJSON() ([]byte, error)  { return json.Marshal(u.String()) }
-func (u URL) LogValue() slog.Value          { return slog.StringValue(u.String()) }
+func (u URL) GoString() string { return strconv.Quote(u.String()) }
+func (u URL) Format(f fmt.State, verb rune) {
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), u.String())
+}
+func (u URL) MarshalYAML() (any, error)    { return u.String(), nil }
+func (u URL) MarshalJSON() ([]byte, error) { return json.Marshal(u.String()) }
+func (u URL) LogValue() slog.Value         { return slog.StringValue(u.String()) }
 
 // Headers are HTTP request headers, name to value. Printed, the values of
 // the headers that carry credentials are masked: Authorization,
@@ -94,7 +101,7 @@ func (h Headers) masked() map[string]string {
 func (h Headers) String() string   { return fmt.Sprint(h.masked()) }
 func (h Headers) GoString() string { return fmt.Sprintf("%#v", h.masked()) }
 func (h Headers) Format(f fmt.State, verb rune) {
-	fmt.Fprintf(f, fmt.FormatString(f, verb), h.masked())
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), h.masked())
 }
 func (h Headers) MarshalYAML() (any, error)    { return h.masked(), nil }
 func (h Headers) MarshalJSON() ([]byte, error) { return json.Marshal(h.masked()) }

@@ -220,77 +220,96 @@ func (c *Config) validateSources(v *validator) {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		p := fmt.Sprintf("sources[%d]", i)
-		switch {
-		case s.Name == "":
-			v.errorf(p+".name", "required")
-		case !namePattern.MatchString(s.Name):
-			v.errorf(p+".name", "invalid name %q: want 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", s.Name)
-		case seen[s.Name]:
-			v.errorf(p+".name", "duplicate source %q", s.Name)
-		}
-		seen[s.Name] = true
+		v.name(p, "source", s.Name, seen)
+		known := v.verify(p, s.Verify)
+		v.sourceSecrets(p, s, known)
+		v.positiveDuration(p+".tolerance", s.Tolerance)
+		v.positiveInt(p+".max_body", s.MaxBody)
+		v.hmac(p, s, known)
+		v.location(p, "id", s.IDHeader, s.IDField, known && (s.Verify == "hmac" || s.Verify == "none"), s.Verify)
+		v.location(p, "type", s.TypeHeader, s.TypeField, false, s.Verify)
+	}
+}
 
-		known := true
-		switch s.Verify {
-		case "stripe", "standard", "github", "hmac", "none":
-		case "":
-			known = false
-			v.errorf(p+".verify", "required (stripe, standard, github, hmac or none)")
-		default:
-			known = false
-			v.errorf(p+".verify", "unknown scheme %q (want stripe, standard, github, hmac or none)", s.Verify)
-		}
+// name checks the name at p of a source or route (kind), unique among
+// those seen.
+func (v *validator) name(p, kind, name string, seen map[string]bool) {
+	switch {
+	case name == "":
+		v.errorf(p+".name", "required")
+	case !namePattern.MatchString(name):
+		v.errorf(p+".name", "invalid name %q: want 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", name)
+	case seen[name]:
+		v.errorf(p+".name", "duplicate %s %q", kind, name)
+	}
+	seen[name] = true
+}
 
-		switch {
-		case s.Verify == "none":
-			if len(s.Secrets) > 0 {
-				v.errorf(p+".secrets", "not used with verify: none")
-			}
-		case !known:
-		case len(s.Secrets) == 0:
-			v.errorf(p+".secrets", "required for verify: %s", s.Verify)
-		default:
-			for j, sec := range s.Secrets.Reveal() {
-				sp := fmt.Sprintf("%s.secrets[%d]", p, j)
-				switch {
-				case sec == "":
-					v.errorf(sp, "empty secret")
-				case strings.TrimSpace(sec) != sec:
-					v.errorf(sp, "has leading or trailing whitespace")
-				case s.Verify == "standard":
-					if _, err := signature.DecodeStandardSecret(sec); err != nil {
-						v.errorf(sp, "invalid standard webhooks secret: %v", err)
-					}
+// verify checks a source's verify scheme and reports whether it is known.
+func (v *validator) verify(p, scheme string) bool {
+	switch scheme {
+	case "stripe", "standard", "github", "hmac", "none":
+		return true
+	case "":
+		v.errorf(p+".verify", "required (stripe, standard, github, hmac or none)")
+	default:
+		v.errorf(p+".verify", "unknown scheme %q (want stripe, standard, github, hmac or none)", scheme)
+	}
+	return false
+}
+
+// sourceSecrets checks a source's secrets against its scheme (known: the
+// scheme is one of verify's).
+func (v *validator) sourceSecrets(p string, s *Source, known bool) {
+	switch {
+	case s.Verify == "none":
+		if len(s.Secrets) > 0 {
+			v.errorf(p+".secrets", "not used with verify: none")
+		}
+	case !known:
+	case len(s.Secrets) == 0:
+		v.errorf(p+".secrets", "required for verify: %s", s.Verify)
+	default:
+		for j, sec := range s.Secrets.Reveal() {
+			sp := fmt.Sprintf("%s.secrets[%d]", p, j)
+			switch {
+			case sec == "":
+				v.errorf(sp, "empty secret")
+			case strings.TrimSpace(sec) != sec:
+				v.errorf(sp, "has leading or trailing whitespace")
+			case s.Verify == "standard":
+				if _, err := signature.DecodeStandardSecret(sec); err != nil {
+					v.errorf(sp, "invalid standard webhooks secret: %v", err)
 				}
 			}
 		}
+	}
+}
 
-		v.positiveDuration(p+".tolerance", s.Tolerance)
-		v.positiveInt(p+".max_body", s.MaxBody)
-
-		hp := p + ".hmac"
-		if s.Verify == "hmac" {
-			if s.HMAC.Header == "" {
-				v.errorf(hp+".header", "required for verify: hmac")
-			} else if !httpguts.ValidHeaderFieldName(s.HMAC.Header) {
-				v.errorf(hp+".header", "invalid header name %q", s.HMAC.Header)
-			}
-			switch s.HMAC.Algorithm {
-			case "sha256", "sha512":
-			default:
-				v.errorf(hp+".algorithm", "unknown algorithm %q (want sha256 or sha512)", s.HMAC.Algorithm)
-			}
-			switch s.HMAC.Encoding {
-			case "hex", "base64":
-			default:
-				v.errorf(hp+".encoding", "unknown encoding %q (want hex or base64)", s.HMAC.Encoding)
-			}
-		} else if known && (v.set(hp) || s.HMAC != (HMAC{})) {
+// hmac checks a source's hmac settings: required with verify: hmac, and
+// only allowed with it.
+func (v *validator) hmac(p string, s *Source, known bool) {
+	hp := p + ".hmac"
+	if s.Verify != "hmac" {
+		if known && (v.set(hp) || s.HMAC != (HMAC{})) {
 			v.errorf(hp, "only allowed with verify: hmac")
 		}
-
-		v.location(p, "id", s.IDHeader, s.IDField, known && (s.Verify == "hmac" || s.Verify == "none"), s.Verify)
-		v.location(p, "type", s.TypeHeader, s.TypeField, false, s.Verify)
+		return
+	}
+	if s.HMAC.Header == "" {
+		v.errorf(hp+".header", "required for verify: hmac")
+	} else if !httpguts.ValidHeaderFieldName(s.HMAC.Header) {
+		v.errorf(hp+".header", "invalid header name %q", s.HMAC.Header)
+	}
+	switch s.HMAC.Algorithm {
+	case "sha256", "sha512":
+	default:
+		v.errorf(hp+".algorithm", "unknown algorithm %q (want sha256 or sha512)", s.HMAC.Algorithm)
+	}
+	switch s.HMAC.Encoding {
+	case "hex", "base64":
+	default:
+		v.errorf(hp+".encoding", "unknown encoding %q (want hex or base64)", s.HMAC.Encoding)
 	}
 }
 
@@ -326,91 +345,104 @@ func (c *Config) validateRoutes(v *validator) {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		p := fmt.Sprintf("routes[%d]", i)
-		switch {
-		case r.Name == "":
-			v.errorf(p+".name", "required")
-		case !namePattern.MatchString(r.Name):
-			v.errorf(p+".name", "invalid name %q: want 1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", r.Name)
-		case seen[r.Name]:
-			v.errorf(p+".name", "duplicate route %q", r.Name)
-		}
-		seen[r.Name] = true
-
-		if len(r.Sources) == 0 {
-			v.errorf(p+".sources", "at least one source is required")
-		}
-		listed := map[string]bool{}
-		for j, name := range r.Sources {
-			sp := fmt.Sprintf("%s.sources[%d]", p, j)
-			switch _, ok := c.Source(name); {
-			case name == "":
-				v.errorf(sp, "empty source name")
-			case !ok:
-				v.errorf(sp, "unknown source %q", name)
-			case listed[name]:
-				v.errorf(sp, "source %q listed twice", name)
-			}
-			listed[name] = true
-		}
-
-		for j, e := range r.Events {
-			ep := fmt.Sprintf("%s.events[%d]", p, j)
-			if e == "" {
-				v.errorf(ep, "empty pattern")
-			} else if !utf8.ValidString(e) || strings.IndexFunc(e, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-				v.errorf(ep, "pattern must be printable characters")
-			}
-		}
-
-		// The URL is not echoed: it may carry credentials.
-		if r.URL == "" {
-			v.errorf(p+".url", "required")
-		} else if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
-			v.errorf(p+".url", "must be an absolute http:// or https:// URL with a host")
-		}
-
-		if r.Secret != "" {
-			if _, err := signature.DecodeStandardSecret(r.Secret.Reveal()); err != nil {
-				v.errorf(p+".secret", "invalid standard webhooks secret: %v", err)
-			}
-		}
-
+		v.name(p, "route", r.Name, seen)
+		c.routeSources(v, p, r.Sources)
+		v.eventPatterns(p, r.Events)
+		v.target(p, r)
 		v.positiveDuration(p+".timeout", r.Timeout)
-		headers := map[string]string{}
-		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
-			val := r.Headers[name]
-			hp := joinPath(p+".headers", name)
-			if !httpguts.ValidHeaderFieldName(name) {
-				v.errorf(hp, "invalid header name")
-			} else if other, dup := headers[strings.ToLower(name)]; dup {
-				v.errorf(hp, "same header as %q (names are case-insensitive)", other)
-			}
-			headers[strings.ToLower(name)] = name
-			if !httpguts.ValidHeaderFieldValue(val) {
-				v.errorf(hp, "value must not contain CR, LF or other control characters")
-			}
+		v.headers(p, r.Headers)
+		v.delivery(p, r)
+	}
+}
+
+// routeSources checks a route's sources: each one configured, once.
+func (c *Config) routeSources(v *validator, p string, sources []string) {
+	if len(sources) == 0 {
+		v.errorf(p+".sources", "at least one source is required")
+	}
+	listed := map[string]bool{}
+	for j, name := range sources {
+		sp := fmt.Sprintf("%s.sources[%d]", p, j)
+		switch _, ok := c.Source(name); {
+		case name == "":
+			v.errorf(sp, "empty source name")
+		case !ok:
+			v.errorf(sp, "unknown source %q", name)
+		case listed[name]:
+			v.errorf(sp, "source %q listed twice", name)
 		}
-		v.positiveInt(p+".concurrency", r.Concurrency)
-		if math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0 {
-			v.errorf(p+".rate", "must be a number >= 0 (0: unlimited), got %v", r.Rate)
+		listed[name] = true
+	}
+}
+
+// eventPatterns checks a route's event type patterns.
+func (v *validator) eventPatterns(p string, events []string) {
+	for j, e := range events {
+		ep := fmt.Sprintf("%s.events[%d]", p, j)
+		if e == "" {
+			v.errorf(ep, "empty pattern")
+		} else if !utf8.ValidString(e) || strings.IndexFunc(e, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			v.errorf(ep, "pattern must be printable characters")
 		}
-		if r.Retries < 0 {
-			v.errorf(p+".retries", "must be >= 0, got %d", r.Retries)
+	}
+}
+
+// target checks where a route delivers: its URL and signing secret.
+func (v *validator) target(p string, r *Route) {
+	// The URL is not echoed: it may carry credentials.
+	if r.URL == "" {
+		v.errorf(p+".url", "required")
+	} else if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		v.errorf(p+".url", "must be an absolute http:// or https:// URL with a host")
+	}
+	if r.Secret != "" {
+		if _, err := signature.DecodeStandardSecret(r.Secret.Reveal()); err != nil {
+			v.errorf(p+".secret", "invalid standard webhooks secret: %v", err)
 		}
-		if r.BreakerThreshold < 0 {
-			v.errorf(p+".breaker_threshold", "must be >= 0 (0: no breaker), got %d", r.BreakerThreshold)
+	}
+}
+
+// headers checks a route's extra request headers: valid names, unique
+// case-insensitively, and values without control characters.
+func (v *validator) headers(p string, hs Headers) {
+	seen := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(hs)) {
+		val := hs[name]
+		hp := joinPath(p+".headers", name)
+		if !httpguts.ValidHeaderFieldName(name) {
+			v.errorf(hp, "invalid header name")
+		} else if other, dup := seen[strings.ToLower(name)]; dup {
+			v.errorf(hp, "same header as %q (names are case-insensitive)", other)
 		}
-		v.positiveDuration(p+".breaker_cooldown", r.BreakerCooldown)
-		v.positiveDuration(p+".retry_wait_min", r.RetryWaitMin)
-		v.positiveDuration(p+".retry_wait_max", r.RetryWaitMax)
-		if r.RetryWaitMin > r.RetryWaitMax {
-			v.errorf(p+".retry_wait_min", "must not exceed retry_wait_max (%s)", r.RetryWaitMax)
+		seen[strings.ToLower(name)] = name
+		if !httpguts.ValidHeaderFieldValue(val) {
+			v.errorf(hp, "value must not contain CR, LF or other control characters")
 		}
-		if len(r.Schedule) == 0 {
-			v.errorf(p+".schedule", "must not be empty (leave it out for the default)")
-		}
-		for j, d := range r.Schedule {
-			v.positiveDuration(fmt.Sprintf("%s.schedule[%d]", p, j), d)
-		}
+	}
+}
+
+// delivery checks a route's pacing, retries, breaker and schedule.
+func (v *validator) delivery(p string, r *Route) {
+	v.positiveInt(p+".concurrency", r.Concurrency)
+	if math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0 {
+		v.errorf(p+".rate", "must be a number >= 0 (0: unlimited), got %v", r.Rate)
+	}
+	if r.Retries < 0 {
+		v.errorf(p+".retries", "must be >= 0, got %d", r.Retries)
+	}
+	if r.BreakerThreshold < 0 {
+		v.errorf(p+".breaker_threshold", "must be >= 0 (0: no breaker), got %d", r.BreakerThreshold)
+	}
+	v.positiveDuration(p+".breaker_cooldown", r.BreakerCooldown)
+	v.positiveDuration(p+".retry_wait_min", r.RetryWaitMin)
+	v.positiveDuration(p+".retry_wait_max", r.RetryWaitMax)
+	if r.RetryWaitMin > r.RetryWaitMax {
+		v.errorf(p+".retry_wait_min", "must not exceed retry_wait_max (%s)", r.RetryWaitMax)
+	}
+	if len(r.Schedule) == 0 {
+		v.errorf(p+".schedule", "must not be empty (leave it out for the default)")
+	}
+	for j, d := range r.Schedule {
+		v.positiveDuration(fmt.Sprintf("%s.schedule[%d]", p, j), d)
 	}
 }

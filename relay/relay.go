@@ -149,6 +149,18 @@ func (r *Relay) Stop(context.Context) error {
 	return nil
 }
 
+// runState is what the run loop carries from one round to the next.
+type runState struct {
+	prepared     bool
+	preparedFor  time.Time // the stream incarnation prepare ran for
+	recheck      bool      // the stream was reported gone
+	healthyAt    time.Time // the last pass without an error, or with progress
+	repairedAt   time.Time // the last repair asked of the broker
+	checkedAt    time.Time // the idle relay's last look at the stream
+	brokenChecks int       // looks in a row that found it broken
+	backoff      time.Duration
+}
+
 func (r *Relay) run(ctx context.Context) {
 	// Stopping: one last try to record what was acknowledged, so it is not
 	// published again at the next start.
@@ -157,118 +169,166 @@ func (r *Relay) run(ctx context.Context) {
 			r.log.Warn("outbox relay: stopping; acks not recorded, their events will be published again", "events", len(r.unmarked), "err", err)
 		}
 	}()
-	backoff := time.Duration(0)
 	poll := time.NewTicker(r.cfg.Poll)
 	defer poll.Stop()
-	prepared := false
-	var preparedFor time.Time // the stream incarnation prepare ran for
-	recheck := false          // the stream was reported gone
-	healthyAt := time.Now()   // the last pass without an error, or with progress
-	var repairedAt time.Time  // the last repair asked of the broker
-	checkedAt := time.Now()   // the idle relay's last look at the stream
-	brokenChecks := 0         // looks in a row that found it broken
+	now := time.Now()
+	st := &runState{healthyAt: now, checkedAt: now}
 	for {
-		var n int
-		var err error
-		if prepared && recheck {
-			// Found again, or created anew: only a new stream needs its
-			// consumers and what it lacks (recovery reads the whole store).
-			if err = r.b.EnsureStream(ctx); err == nil {
-				recheck = false
-				if !r.b.StreamCreated().Equal(preparedFor) {
-					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
-					prepared = false
-				}
-			}
-		}
-		if !prepared {
-			preparedFor, err = r.prepare(ctx)
-			prepared = err == nil
-		}
-		if prepared && err == nil && ctx.Err() == nil {
-			err = r.markUnmarked(ctx)
-		}
-		if prepared && err == nil {
-			n, err = r.pass(ctx, poll.C)
-		}
+		n, err := r.round(ctx, st, poll.C)
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil || n > 0 {
-			healthyAt = time.Now()
-		}
-		if err != nil && jetstream.StreamGone(err) {
-			// A stream created anew needs its consumers (an interest
-			// stream drops what no consumer wants) and what it lost.
-			r.b.ForgetStream()
-			recheck = true
-		}
-		if err != nil && time.Since(healthyAt) >= r.cfg.StallAfter && time.Since(repairedAt) >= r.cfg.StallAfter {
-			repairedAt = time.Now()
-			if repaired, rerr := r.b.Repair(ctx); rerr != nil {
-				r.log.Warn("outbox relay: publishing stalled; repairing the stream failed", "err", rerr,
-					"stalled_for", time.Since(healthyAt).Round(time.Millisecond))
-			} else if repaired {
-				r.log.Warn("outbox relay: publishing stalled on a broken stream; creating it again, then publishing what it lost from the store",
-					"stalled_for", time.Since(healthyAt).Round(time.Millisecond), "cause", err)
-				prepared, recheck = false, false
-			}
-		}
+		r.settle(ctx, st, n, err)
+		var more bool
 		switch {
 		case err != nil:
-			backoff = min(max(2*backoff, 50*time.Millisecond), r.cfg.MaxBackoff)
-			r.log.Warn("outbox relay: publishing or recording acks failed, retrying", "err", err, "retry_in", backoff)
-			if r.cfg.OnError != nil {
-				r.cfg.OnError(err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			select {
-			case <-poll.C: // a tick from the wait would end the next pass at once
-			default:
-			}
-			continue
+			more = r.backOff(ctx, st, err, poll.C)
 		case n > 0:
-			backoff = 0
-			continue // more may be waiting
+			st.backoff = 0
+			more = true // more may be waiting
+		default:
+			st.backoff = 0
+			more = r.idle(ctx, st, poll.C)
 		}
-		backoff = 0
-		select {
-		case <-ctx.Done():
+		if !more {
 			return
-		case <-r.wake:
-		case <-poll.C:
-			// Idle: look at the stream now and then, so that one deleted
-			// or broken meanwhile is put back before the next event, with
-			// what it lost.
-			if prepared && time.Since(checkedAt) >= streamCheckEvery {
-				checkedAt = time.Now()
-				switch state, err := r.b.StreamState(ctx); {
-				case jetstream.StreamGone(err):
-					r.b.ForgetStream()
-					recheck = true
-				case err == nil && !state.Created.Equal(preparedFor):
-					r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
-					prepared = false
-				}
-				if err := r.b.StreamHealth(); err != nil {
-					if brokenChecks++; brokenChecks >= 2 {
-						brokenChecks = 0
-						if repaired, rerr := r.b.Repair(ctx); rerr != nil {
-							r.log.Warn("outbox relay: repairing the broken stream failed", "err", rerr)
-						} else if repaired {
-							prepared, recheck = false, false
-						}
-					}
-				} else {
-					brokenChecks = 0
-				}
-			}
 		}
 	}
+}
+
+// round readies the stream if it needs it, records what a failed record
+// left and publishes one pass. It returns the number of events recorded as
+// published.
+func (r *Relay) round(ctx context.Context, st *runState, tick <-chan time.Time) (n int, err error) {
+	if st.prepared && st.recheck {
+		err = r.recheckStream(ctx, st)
+	}
+	if !st.prepared {
+		st.preparedFor, err = r.prepare(ctx)
+		st.prepared = err == nil
+	}
+	if st.prepared && err == nil && ctx.Err() == nil {
+		err = r.markUnmarked(ctx)
+	}
+	if st.prepared && err == nil {
+		n, err = r.pass(ctx, tick)
+	}
+	return n, err
+}
+
+// recheckStream looks for the stream reported gone: found again, or
+// created anew. Only a new stream needs its consumers and what it lacks
+// (recovery reads the whole store).
+func (r *Relay) recheckStream(ctx context.Context, st *runState) error {
+	if err := r.b.EnsureStream(ctx); err != nil {
+		return err
+	}
+	st.recheck = false
+	if !r.b.StreamCreated().Equal(st.preparedFor) {
+		r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+		st.prepared = false
+	}
+	return nil
+}
+
+// settle follows a round's outcome: a stream reported gone is looked for
+// again, and publishing failing without progress for StallAfter asks the
+// broker to repair the stream.
+func (r *Relay) settle(ctx context.Context, st *runState, n int, err error) {
+	if err == nil || n > 0 {
+		st.healthyAt = time.Now()
+	}
+	if err == nil {
+		return
+	}
+	if jetstream.StreamGone(err) {
+		// A stream created anew needs its consumers (an interest
+		// stream drops what no consumer wants) and what it lost.
+		r.b.ForgetStream()
+		st.recheck = true
+	}
+	if time.Since(st.healthyAt) >= r.cfg.StallAfter && time.Since(st.repairedAt) >= r.cfg.StallAfter {
+		r.repairStalled(ctx, st, err)
+	}
+}
+
+// repairStalled asks the broker to repair a stream publishing stalled on
+// (cause: the round's error).
+func (r *Relay) repairStalled(ctx context.Context, st *runState, cause error) {
+	st.repairedAt = time.Now()
+	repaired, err := r.b.Repair(ctx)
+	switch {
+	case err != nil:
+		r.log.Warn("outbox relay: publishing stalled; repairing the stream failed", "err", err,
+			"stalled_for", time.Since(st.healthyAt).Round(time.Millisecond))
+	case repaired:
+		r.log.Warn("outbox relay: publishing stalled on a broken stream; creating it again, then publishing what it lost from the store",
+			"stalled_for", time.Since(st.healthyAt).Round(time.Millisecond), "cause", cause)
+		st.prepared, st.recheck = false, false
+	}
+}
+
+// backOff waits after a failed round, twice as long as after the one
+// before (50ms to MaxBackoff). It returns false if ctx ended.
+func (r *Relay) backOff(ctx context.Context, st *runState, err error, tick <-chan time.Time) bool {
+	st.backoff = min(max(2*st.backoff, 50*time.Millisecond), r.cfg.MaxBackoff)
+	r.log.Warn("outbox relay: publishing or recording acks failed, retrying", "err", err, "retry_in", st.backoff)
+	if r.cfg.OnError != nil {
+		r.cfg.OnError(err)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(st.backoff):
+	}
+	select {
+	case <-tick: // a tick from the wait would end the next pass at once
+	default:
+	}
+	return true
+}
+
+// idle waits for a Notify or the poll tick, and at a tick now and then
+// looks at the stream. It returns false if ctx ended.
+func (r *Relay) idle(ctx context.Context, st *runState, tick <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.wake:
+	case <-tick:
+		if st.prepared && time.Since(st.checkedAt) >= streamCheckEvery {
+			st.checkedAt = time.Now()
+			r.checkStream(ctx, st)
+		}
+	}
+	return true
+}
+
+// checkStream is the idle relay's look at the stream, so that one deleted
+// or broken meanwhile is put back before the next event, with what it
+// lost. A stream found broken twice in a row is repaired.
+func (r *Relay) checkStream(ctx context.Context, st *runState) {
+	switch state, err := r.b.StreamState(ctx); {
+	case jetstream.StreamGone(err):
+		r.b.ForgetStream()
+		st.recheck = true
+	case err == nil && !state.Created.Equal(st.preparedFor):
+		r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
+		st.prepared = false
+	}
+	if err := r.b.StreamHealth(); err != nil {
+		if st.brokenChecks++; st.brokenChecks < 2 {
+			return
+		}
+		st.brokenChecks = 0
+		if repaired, rerr := r.b.Repair(ctx); rerr != nil {
+			r.log.Warn("outbox relay: repairing the broken stream failed", "err", rerr)
+		} else if repaired {
+			st.prepared, st.recheck = false, false
+		}
+		return
+	}
+	st.brokenChecks = 0
 }
 
 // prepare readies the stream for the next publish: the stream and the

@@ -84,6 +84,10 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 			next = EventCursor{ReceivedAt: received, Seq: c.ev.Seq}
 			cands = append(cands, c)
 		}
+		if err := rows.Err(); err != nil { // not a short page
+			rows.Close()
+			return err
+		}
 		if err := rows.Close(); err != nil {
 			return err
 		}
@@ -198,6 +202,10 @@ func (s *Store) PruneAttempts(ctx context.Context, before time.Time, after Attem
 				return err
 			}
 			seen++
+		}
+		if err := rows.Err(); err != nil { // not the table's end
+			rows.Close()
+			return err
 		}
 		if err := rows.Close(); err != nil {
 			return err

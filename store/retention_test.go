@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -359,7 +360,7 @@ func TestPruneTaskEvent(t *testing.T) {
 	if err != nil || res.Events != 1 {
 		t.Fatalf("PruneEvents = %+v, %v", res, err)
 	}
-	if _, err := s.TaskScope(ctx, "task_1"); err != ErrNotFound {
+	if _, err := s.TaskScope(ctx, "task_1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("task record after pruning: %v, want ErrNotFound", err)
 	}
 }

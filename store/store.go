@@ -167,8 +167,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: migrate %s: %w", cfg.Path, err)
+		return nil, errors.Join(fmt.Errorf("store: migrate %s: %w", cfg.Path, err), w.Close())
 	}
 	// When the writer starts the WAL again, it cuts the file to this size:
 	// only what a restart overshot. Cutting it further would make the
@@ -177,13 +176,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	// writer's connection ever be opened again, the hook's -1 (never cut)
 	// holds.
 	if _, err := w.ExecContext(ctx, fmt.Sprintf("PRAGMA journal_size_limit = %d", walBytes(cfg.WALRestartFrames))); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: set journal_size_limit: %w", err)
+		return nil, errors.Join(fmt.Errorf("store: set journal_size_limit: %w", err), w.Close())
 	}
 	r, err := sql.Open("sqlite3", dsn(cfg.Path, true))
 	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: open readers: %w", err)
+		return nil, errors.Join(fmt.Errorf("store: open readers: %w", err), w.Close())
 	}
 	r.SetMaxOpenConns(cfg.Readers)
 	r.SetMaxIdleConns(cfg.Readers)
@@ -191,9 +188,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	// RESTART checkpoint waits, the writer waits too.
 	ckpt, err := sql.Open("sqlite3", dsnBusy(cfg.Path, false, restartWait))
 	if err != nil {
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("store: open checkpointer: %w", err)
+		closeReaders(r)
+		return nil, errors.Join(fmt.Errorf("store: open checkpointer: %w", err), w.Close())
 	}
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
@@ -202,10 +198,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	// Read-write: on some systems a read-only file cannot be synced.
 	dbFile, err := os.OpenFile(cfg.Path, os.O_RDWR, 0)
 	if err != nil {
-		w.Close()
-		r.Close()
-		ckpt.Close()
-		return nil, fmt.Errorf("store: open database file: %w", err)
+		closeReaders(r)
+		return nil, errors.Join(fmt.Errorf("store: open database file: %w", err), ckpt.Close(), w.Close())
 	}
 	s := &Store{
 		w: w, r: r, ckpt: ckpt, log: log, dbFile: dbFile,
@@ -221,19 +215,21 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	err = errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w))
 	if err != nil {
-		err = fmt.Errorf("store: prepare: %w", err)
 		s.stmts.close()
 		s.dstmts.close()
-		s.w.Close()
-		s.r.Close()
-		s.ckpt.Close()
-		s.dbFile.Close()
-		return nil, err
+		closeReaders(s.r)
+		// dbFile last, as in Close.
+		return nil, errors.Join(fmt.Errorf("store: prepare: %w", err), s.ckpt.Close(), s.w.Close(), s.dbFile.Close())
 	}
 	go s.writer()
 	go s.checkpointer()
 	return s, nil
 }
+
+// closeReaders closes the readers' pool on a failed Open. Its error is
+// dropped: the readers are query_only, so closing them loses nothing, and
+// the error Open returns is the one that matters.
+func closeReaders(r *sql.DB) { _ = r.Close() }
 
 // writerDriver is the sqlite3 driver of the writer connection (which also
 // gets an 8 MiB page cache: it is the only connection whose cache survives
