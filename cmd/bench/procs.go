@@ -135,7 +135,11 @@ func (o *outbox) backlog() int64 {
 	return n
 }
 
-func (o *outbox) close() { o.db.Close() }
+func (o *outbox) close() {
+	if err := o.db.Close(); err != nil {
+		logf("outbox reader: %v", err)
+	}
+}
 
 // machineCPU is the CPU time all processes have used (user, nice, system,
 // irq, softirq, steal), and of it the time the hypervisor gave to other

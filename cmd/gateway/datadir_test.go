@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,7 +43,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	if ctx.Err() != nil {
 		t.Fatalf("second gateway on the same data_dir was still running after 30 s:\n%s", out)
 	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("second gateway: %v, want exit status 2\n%s", err, out)
 	}
 	want := fmt.Sprintf("data_dir %s is in use by pid %d", dataDir, first.Pid())

@@ -110,6 +110,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 				return // the connection was closed: nothing leaked in an answer
 			}
 			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
 			var e struct {
 				Error struct{ Code, Message string } `json:"error"`
 			}

@@ -122,8 +122,12 @@ func serve(configPath string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	defer unlock()
 	log := app.NewLogger(stderr, cfg.Log)
+	defer func() {
+		if err := unlock(); err != nil {
+			log.Warn("unlock data_dir", "err", err)
+		}
+	}()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -180,7 +184,10 @@ func checkConfig(configPath string, stdout, stderr io.Writer) int {
 		printError(stderr, err)
 		return 1
 	}
-	stdout.Write(out.Bytes())
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		printError(stderr, err)
+		return 1
+	}
 	return 0
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -255,7 +256,7 @@ func TestBadConfigRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := writeConfig(t, t.TempDir(), tt.yaml)
 			out, err := exec.Command(gatewayBinary(t), "-config", cfg).CombinedOutput()
-			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 				t.Fatalf("exit: %v, want exit status 2\n%s", err, out)
 			}
 			if !strings.Contains(string(out), tt.want) {

@@ -127,8 +127,13 @@ routes: [{name: down, sources: [stripe], url: %q, concurrency: 4}]
 	const badSig = "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd"
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/stripe", strings.NewReader(`{"id":"evt_bad"}`))
 	req.Header.Set("Stripe-Signature", badSig)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
-		t.Fatalf("bad signature: %v %v", resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("bad signature: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("bad signature: %d, want 401", resp.StatusCode)
 	}
 
 	var mu sync.Mutex

@@ -26,7 +26,7 @@ const GatewayPackage = "github.com/hookgate/hookgate/cmd/gateway"
 // `go build` in the current directory, which must be inside the module.
 func Build(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "gateway")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, GatewayPackage).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, GatewayPackage).CombinedOutput() //nolint:gosec // G204: a test helper building our own package
 	if err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", GatewayPackage, err, out)
 	}
@@ -98,7 +98,7 @@ func Start(name string, argv []string, opts Options) (*Process, error) {
 		return nil, errors.New("gatewaytest: start: no command")
 	}
 	p := &Process{name: name, logPath: opts.LogPath, done: make(chan struct{})}
-	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd = exec.Command(args[0], args[1:]...) //nolint:gosec // G204: tests and the bench run the binary they built
 	var logf *os.File
 	if opts.LogPath != "" {
 		f, err := os.Create(opts.LogPath)
@@ -116,7 +116,7 @@ func Start(name string, argv []string, opts Options) (*Process, error) {
 	}
 	err := p.cmd.Start()
 	if logf != nil {
-		logf.Close() // the child has its own copy
+		_ = logf.Close() // the child has its own copy; nothing was written here
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -199,7 +199,7 @@ func (p *Process) WaitHTTP(url string, timeout time.Duration) error {
 	c := &http.Client{Timeout: time.Second}
 	for {
 		if p.Exited() {
-			return fmt.Errorf("%s exited before serving (%v):\n%s", p.name, p.err, p.Tail(15))
+			return fmt.Errorf("%s exited before serving (%w):\n%s", p.name, p.err, p.Tail(15))
 		}
 		resp, err := c.Get(url)
 		if err == nil {
@@ -244,7 +244,7 @@ func Memory(pid int) (rss, peak int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	found := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -356,6 +356,6 @@ func (s *SyncBuffer) String() string {
 // RemoveBinary deletes what Binary built; TestMain calls it after m.Run.
 func RemoveBinary() {
 	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+		_ = os.RemoveAll(filepath.Dir(binPath)) // a temporary directory
 	}
 }
