@@ -32,6 +32,6 @@ lint:
 bench:
 	go run ./cmd/bench $(BENCH_FLAGS)
 
-# What CI runs: .ci/run (lint with LINT=1, the fuzz targets, the suite).
+# What CI runs: .ci/run (lint, the fuzz targets, the suite; LINT=0 skips lint).
 ci:
 	bash .ci/run
