@@ -242,7 +242,7 @@ func (a *App) startRelay(ctx context.Context) error {
 }
 
 func (a *App) startHTTP(ctx context.Context) error {
-	h, err := inbound.New(a.cfg.Sources, a.store, a.log.With("component", "inbound"), inbound.Options{
+	h, err := inbound.New(inboundSources(a.cfg.Sources), a.store, a.log.With("component", "inbound"), inbound.Options{
 		Notify:  a.relay.Notify,
 		Metrics: inbound.NewMetrics(a.Registry),
 	})
