@@ -190,10 +190,10 @@ func (a *App) buildEngine(ctx context.Context) error {
 		return fmt.Errorf("tasks.allow: %w", err)
 	}
 	a.egress = policy
-	e, err := outbound.New(a.cfg.Routes, a.store, a.broker, outbound.Config{
+	e, err := outbound.New(outboundRoutes(a.cfg.Routes), a.store, a.broker, outbound.Config{
 		UserAgent:     "hookgate/" + Version,
 		Metrics:       outbound.NewMetrics(a.Registry),
-		Tasks:         &a.cfg.Tasks,
+		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/inbound"
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/signature"
 )
 
@@ -32,4 +33,42 @@ func inboundSources(cs []config.Source) []inbound.Source {
 		}
 	}
 	return out
+}
+
+// outboundRoutes are the routes the engine delivers to.
+func outboundRoutes(cs []config.Route) []outbound.Route {
+	out := make([]outbound.Route, len(cs))
+	for i, c := range cs {
+		out[i] = outbound.Route{
+			Name:             c.Name,
+			Sources:          c.Sources,
+			Events:           c.Events,
+			URL:              c.URL.Reveal(),
+			Secret:           c.Secret.Reveal(),
+			Headers:          c.Headers,
+			Timeout:          c.Timeout,
+			Concurrency:      c.Concurrency,
+			Rate:             c.Rate,
+			Retries:          c.Retries,
+			RetryWaitMin:     c.RetryWaitMin,
+			RetryWaitMax:     c.RetryWaitMax,
+			BreakerThreshold: c.BreakerThreshold,
+			BreakerCooldown:  c.BreakerCooldown,
+			Schedule:         c.Schedule,
+		}
+	}
+	return out
+}
+
+// outboundTasks is the engine's task route.
+func outboundTasks(c config.Tasks) *outbound.Tasks {
+	return &outbound.Tasks{
+		Secret:       c.Secret.Reveal(),
+		Timeout:      c.Timeout,
+		Concurrency:  c.Concurrency,
+		Retries:      c.Retries,
+		RetryWaitMin: c.RetryWaitMin,
+		RetryWaitMax: c.RetryWaitMax,
+		Schedule:     c.Schedule,
+	}
 }
