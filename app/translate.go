@@ -5,6 +5,7 @@ import (
 	"github.com/hookgate/hookgate/inbound"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/signature"
+	"github.com/hookgate/hookgate/tasks"
 )
 
 // The functions below translate the loaded file (package config) into each
@@ -71,4 +72,9 @@ func outboundTasks(c config.Tasks) *outbound.Tasks {
 		RetryWaitMax: c.RetryWaitMax,
 		Schedule:     c.Schedule,
 	}
+}
+
+// tasksConfig is the task API's Config.
+func tasksConfig(c config.Tasks) tasks.Config {
+	return tasks.Config{KeyTTL: c.KeyTTL, MaxBody: c.MaxBody}
 }
