@@ -1,7 +1,8 @@
 // Package app wires hookgate together. Start runs the ordered start-up steps
 // (store, broker, outbox relay, deliveries, retention, HTTP), each returning
 // an error and recording the service it started; Stop stops those in
-// reverse within the caller's deadline.
+// reverse within the caller's deadline. The services never see package
+// config: translate.go turns the file into each one's own Config.
 package app
 
 import (
@@ -150,15 +151,10 @@ func (a *App) openStore(ctx context.Context) error {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 	})
 	a.Registry.MustRegister(batches, restarts)
-	s, err := store.Open(ctx, store.Config{
-		Path:     a.cfg.Store.Path,
-		BatchMax: a.cfg.Store.BatchMax,
-		Readers:  a.cfg.Store.Readers,
-		// Frames of 4 KiB pages.
-		WALRestartFrames: a.cfg.Store.WALMaxMB << 8,
-		OnCommit:         func(n int) { batches.Observe(float64(n)) },
-		OnWALRestart:     func(d time.Duration) { restarts.Observe(d.Seconds()) },
-	}, a.log.With("component", "store"))
+	sc := storeConfig(a.cfg.Store)
+	sc.OnCommit = func(n int) { batches.Observe(float64(n)) }
+	sc.OnWALRestart = func(d time.Duration) { restarts.Observe(d.Seconds()) }
+	s, err := store.Open(ctx, sc, a.log.With("component", "store"))
 	if err != nil {
 		return err
 	}
@@ -169,13 +165,7 @@ func (a *App) openStore(ctx context.Context) error {
 }
 
 func (a *App) connectBroker(ctx context.Context) error {
-	n := a.cfg.NATS
-	b := jetstream.New(jetstream.Config{
-		URL: n.URL.Reveal(), Port: n.Port, StoreDir: n.StoreDir,
-		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
-		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
-		ConnectTimeout: n.ConnectTimeout,
-	}, a.log.With("component", "jetstream"))
+	b := jetstream.New(brokerConfig(a.cfg.NATS), a.log.With("component", "jetstream"))
 	if err := b.Start(ctx); err != nil {
 		return err
 	}

@@ -3,8 +3,10 @@ package app
 import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/inbound"
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/signature"
+	"github.com/hookgate/hookgate/store"
 	"github.com/hookgate/hookgate/tasks"
 )
 
@@ -12,6 +14,27 @@ import (
 // package's own runtime Config. They only copy: config.Load has applied
 // the defaults and validated the values. Secrets leave config's masking
 // types here; the runtime types that hold them mask them when printed.
+
+// storeConfig is the store's Config, without its callbacks.
+func storeConfig(c config.Store) store.Config {
+	return store.Config{
+		Path:     c.Path,
+		BatchMax: c.BatchMax,
+		Readers:  c.Readers,
+		// Frames of 4 KiB pages.
+		WALRestartFrames: c.WALMaxMB << 8,
+	}
+}
+
+// brokerConfig is the broker's Config.
+func brokerConfig(n config.NATS) jetstream.Config {
+	return jetstream.Config{
+		URL: n.URL.Reveal(), Port: n.Port, StoreDir: n.StoreDir,
+		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
+		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
+		ConnectTimeout: n.ConnectTimeout,
+	}
+}
 
 // inboundSources are the sources the inbound handler serves.
 func inboundSources(cs []config.Source) []inbound.Source {
