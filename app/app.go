@@ -1,7 +1,8 @@
 // Package app wires hookgate together. Start runs the ordered start-up steps
 // (store, broker, outbox relay, deliveries, retention, HTTP), each returning
 // an error and recording the service it started; Stop stops those in
-// reverse within the caller's deadline.
+// reverse within the caller's deadline. The services never see package
+// config: translate.go turns the file into each one's own Config.
 package app
 
 import (
@@ -150,15 +151,10 @@ func (a *App) openStore(ctx context.Context) error {
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 12),
 	})
 	a.Registry.MustRegister(batches, restarts)
-	s, err := store.Open(ctx, store.Config{
-		Path:     a.cfg.Store.Path,
-		BatchMax: a.cfg.Store.BatchMax,
-		Readers:  a.cfg.Store.Readers,
-		// Frames of 4 KiB pages.
-		WALRestartFrames: a.cfg.Store.WALMaxMB << 8,
-		OnCommit:         func(n int) { batches.Observe(float64(n)) },
-		OnWALRestart:     func(d time.Duration) { restarts.Observe(d.Seconds()) },
-	}, a.log.With("component", "store"))
+	sc := storeConfig(a.cfg.Store)
+	sc.OnCommit = func(n int) { batches.Observe(float64(n)) }
+	sc.OnWALRestart = func(d time.Duration) { restarts.Observe(d.Seconds()) }
+	s, err := store.Open(ctx, sc, a.log.With("component", "store"))
 	if err != nil {
 		return err
 	}
@@ -169,13 +165,7 @@ func (a *App) openStore(ctx context.Context) error {
 }
 
 func (a *App) connectBroker(ctx context.Context) error {
-	n := a.cfg.NATS
-	b := jetstream.New(jetstream.Config{
-		URL: n.URL.Reveal(), Port: n.Port, StoreDir: n.StoreDir,
-		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
-		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
-		ConnectTimeout: n.ConnectTimeout,
-	}, a.log.With("component", "jetstream"))
+	b := jetstream.New(brokerConfig(a.cfg.NATS), a.log.With("component", "jetstream"))
 	if err := b.Start(ctx); err != nil {
 		return err
 	}
@@ -190,10 +180,10 @@ func (a *App) buildEngine(ctx context.Context) error {
 		return fmt.Errorf("tasks.allow: %w", err)
 	}
 	a.egress = policy
-	e, err := outbound.New(a.cfg.Routes, a.store, a.broker, outbound.Config{
+	e, err := outbound.New(outboundRoutes(a.cfg.Routes), a.store, a.broker, outbound.Config{
 		UserAgent:     "hookgate/" + Version,
 		Metrics:       outbound.NewMetrics(a.Registry),
-		Tasks:         &a.cfg.Tasks,
+		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
@@ -242,7 +232,7 @@ func (a *App) startRelay(ctx context.Context) error {
 }
 
 func (a *App) startHTTP(ctx context.Context) error {
-	h, err := inbound.New(a.cfg.Sources, a.store, a.log.With("component", "inbound"), inbound.Options{
+	h, err := inbound.New(inboundSources(a.cfg.Sources), a.store, a.log.With("component", "inbound"), inbound.Options{
 		Notify:  a.relay.Notify,
 		Metrics: inbound.NewMetrics(a.Registry),
 	})
@@ -279,7 +269,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
-	tasks.New(a.cfg.Tasks, a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
+	tasks.New(tasksConfig(a.cfg.Tasks), a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405
 	// (with Allow) for a known path with another method.
 	ln, err := net.Listen("tcp", a.cfg.Listen)

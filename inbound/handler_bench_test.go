@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/store"
 )
@@ -31,12 +30,8 @@ func (c *nopClaimer) Claim(_ context.Context, ev *store.Event) (bool, error) {
 // router and the handler (verify, find the ID, build the event, answer),
 // without the network or the store: its allocs/op are the handler's own.
 func BenchmarkServeStripe(b *testing.B) {
-	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
 	now := time.Now()
-	h, err := New(cfg.Sources, &nopClaimer{}, slog.New(slog.DiscardHandler),
+	h, err := New(testSources(), &nopClaimer{}, slog.New(slog.DiscardHandler),
 		Options{Metrics: NewMetrics(prometheus.NewRegistry()), Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ package inbound
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +21,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
@@ -98,9 +98,97 @@ type Options struct {
 	Now func() time.Time
 }
 
-// New builds the handler for the configured sources. The sources are
-// expected to be validated (config.Load); New still reports bad secrets.
-func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*Handler, error) {
+// Source is one webhook sender, served at POST /webhooks/{Name}. New fills
+// in the default stated on a field left at its zero value. Printed with
+// fmt (any verb), slog or encoding/json, its secrets are masked.
+type Source struct {
+	// Name is the URL segment and the subject token. Required, unique.
+	Name string
+	// Verify is the signature scheme: stripe, standard, github, hmac or
+	// none. Required.
+	Verify string
+	// Secrets are tried in turn; any may match (secret rotation). Required
+	// unless Verify is none.
+	Secrets []string
+	// Tolerance is the allowed clock skew of signed timestamps (stripe,
+	// standard). Default 5m.
+	Tolerance time.Duration
+	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
+	MaxBody int
+	// HMAC configures verify: hmac.
+	HMAC signature.HMACOptions
+	// IDHeader and IDField say where the event ID is: a request header, or
+	// a dot-separated JSON field path ("data.id"). If both are empty, the
+	// scheme's: stripe field "id", standard header "webhook-id", github
+	// header "X-GitHub-Delivery"; hmac and none need one of them.
+	IDHeader string
+	IDField  string
+	// TypeHeader and TypeField say where the event type is, like the ID.
+	// If both are empty, the scheme's: stripe and standard field "type",
+	// github header "X-GitHub-Event"; otherwise the type is empty.
+	TypeHeader string
+	TypeField  string
+}
+
+// Defaults of Source.
+const (
+	DefaultTolerance = 5 * time.Minute
+	DefaultMaxBody   = 1 << 20
+)
+
+// withDefaults returns sc with the defaults filled in.
+func (sc Source) withDefaults() Source {
+	if sc.Tolerance <= 0 {
+		sc.Tolerance = DefaultTolerance
+	}
+	if sc.MaxBody <= 0 {
+		sc.MaxBody = DefaultMaxBody
+	}
+	var idHeader, idField, typeHeader, typeField string
+	switch sc.Verify {
+	case "stripe":
+		idField, typeField = "id", "type"
+	case "standard":
+		idHeader, typeField = "webhook-id", "type"
+	case "github":
+		idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
+	}
+	if sc.IDHeader == "" && sc.IDField == "" {
+		sc.IDHeader, sc.IDField = idHeader, idField
+	}
+	if sc.TypeHeader == "" && sc.TypeField == "" {
+		sc.TypeHeader, sc.TypeField = typeHeader, typeField
+	}
+	return sc
+}
+
+// masked is sc as it may be printed: each secret masked.
+func (sc Source) masked() any {
+	type source Source // without the methods
+	m := source(sc)
+	m.Secrets = make([]string, len(sc.Secrets))
+	for i, s := range sc.Secrets {
+		if s != "" {
+			m.Secrets[i] = "[masked]"
+		}
+	}
+	return m
+}
+
+// Format prints the source with its secrets masked, for every verb.
+func (sc Source) Format(f fmt.State, verb rune) {
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), sc.masked()) // Format cannot report an error
+}
+
+// LogValue is the source with its secrets masked.
+func (sc Source) LogValue() slog.Value { return slog.AnyValue(sc.masked()) }
+
+// MarshalJSON is the source with its secrets masked (slog's JSON handler
+// writes a slice of sources with it).
+func (sc Source) MarshalJSON() ([]byte, error) { return json.Marshal(sc.masked()) }
+
+// New builds the handler for sources; it reports a bad scheme or secret.
+func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler, error) {
 	h := &Handler{
 		sources: make(map[string]*source, len(sources)),
 		store:   st, notify: opts.Notify, log: log, metrics: opts.Metrics, now: opts.Now,
@@ -112,6 +200,7 @@ func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*
 		h.now = time.Now
 	}
 	for i, sc := range sources {
+		sc = sc.withDefaults()
 		v, err := newVerifier(sc)
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
@@ -122,9 +211,6 @@ func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*
 			paths:    []string{sc.IDField, sc.TypeField},
 			needJSON: sc.IDField != "" || sc.TypeField != "",
 		}
-		if src.maxBody <= 0 {
-			src.maxBody = 1 << 20
-		}
 		src.keepHeaders = keepHeaders(sc)
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
@@ -134,19 +220,16 @@ func New(sources []config.Source, st Claimer, log *slog.Logger, opts Options) (*
 	return h, nil
 }
 
-func newVerifier(sc config.Source) (signature.Verifier, error) {
+func newVerifier(sc Source) (signature.Verifier, error) {
 	switch sc.Verify {
 	case "stripe":
-		return signature.NewStripe(sc.Secrets.Reveal(), sc.Tolerance)
+		return signature.NewStripe(sc.Secrets, sc.Tolerance)
 	case "standard":
-		return signature.NewStandard(sc.Secrets.Reveal(), sc.Tolerance)
+		return signature.NewStandard(sc.Secrets, sc.Tolerance)
 	case "github":
-		return signature.NewGitHub(sc.Secrets.Reveal())
+		return signature.NewGitHub(sc.Secrets)
 	case "hmac":
-		return signature.NewHMAC(sc.Secrets.Reveal(), signature.HMACOptions{
-			Header: sc.HMAC.Header, Prefix: sc.HMAC.Prefix,
-			Algorithm: sc.HMAC.Algorithm, Encoding: sc.HMAC.Encoding,
-		})
+		return signature.NewHMAC(sc.Secrets, sc.HMAC)
 	case "none":
 		return signature.None{}, nil
 	}
@@ -155,7 +238,7 @@ func newVerifier(sc config.Source) (signature.Verifier, error) {
 
 // keepHeaders lists the request headers stored with each event: those that
 // identify it and describe the sender, never a signature.
-func keepHeaders(sc config.Source) []string {
+func keepHeaders(sc Source) []string {
 	hs := []string{"User-Agent"}
 	for _, h := range []string{sc.IDHeader, sc.TypeHeader} {
 		if h != "" {

@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stripe/stripe-go/v83/webhook"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
@@ -41,29 +40,19 @@ const (
 	hmacSecret     = "asyncqueue-shared-secret"
 )
 
-// testConfig is a config with one source of every scheme.
-const testConfig = `
-sources:
-  - name: stripe
-    verify: stripe
-    secrets: ["` + stripeSecret + `", "` + stripeRotated + `"]
-  - name: std
-    verify: standard
-    secrets: ["` + standardSecret + `"]
-  - name: gh
-    verify: github
-    secrets: ["` + githubSecret + `"]
-  - name: tasks
-    verify: hmac
-    secrets: ["` + hmacSecret + `"]
-    hmac: {header: X-Signature, prefix: "sha512=", algorithm: sha512, encoding: base64}
-    id_header: X-Task-Id
-    type_field: task.kind
-  - name: open
-    verify: none
-    id_field: data.id
-    max_body: 64
-`
+// testSources are one source of every scheme, each ID and type where its
+// scheme's defaults put them unless given.
+func testSources() []Source {
+	return []Source{
+		{Name: "stripe", Verify: "stripe", Secrets: []string{stripeSecret, stripeRotated}},
+		{Name: "std", Verify: "standard", Secrets: []string{standardSecret}},
+		{Name: "gh", Verify: "github", Secrets: []string{githubSecret}},
+		{Name: "tasks", Verify: "hmac", Secrets: []string{hmacSecret},
+			HMAC:     signature.HMACOptions{Header: "X-Signature", Prefix: "sha512=", Algorithm: "sha512", Encoding: "base64"},
+			IDHeader: "X-Task-Id", TypeField: "task.kind"},
+		{Name: "open", Verify: "none", IDField: "data.id", MaxBody: 64},
+	}
+}
 
 type harness struct {
 	url     string
@@ -88,17 +77,13 @@ func (h *harness) setNow(t time.Time) {
 // newHarness serves the inbound handler over real HTTP with a real store.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	cfg, err := config.Parse([]byte(testConfig), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{store: st, metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now()}
-	handler, err := New(cfg.Sources, st, log, Options{Metrics: h.metrics, Now: h.clock})
+	handler, err := New(testSources(), st, log, Options{Metrics: h.metrics, Now: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 
 // request is ev's request to r, or why net/http could not send it.
 func (e *Engine) request(ctx context.Context, r *route, ev envelope, key string) (*retryablehttp.Request, error) {
-	url, method := r.cfg.URL.Reveal(), http.MethodPost
+	url, method := r.cfg.URL, http.MethodPost
 	if ev.url != "" {
 		url = ev.url
 	}

@@ -30,7 +30,6 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
@@ -80,7 +79,7 @@ type Config struct {
 	Metrics *Metrics
 	// Tasks, if set, adds the task route (TaskRoute), whose requests go
 	// through TaskTransport (the egress policy's).
-	Tasks         *config.Tasks
+	Tasks         *Tasks
 	TaskTransport http.RoundTripper
 	// State, if set, is where deliveries stand (cluster mode). Default:
 	// the store, with claims held in this process.
@@ -110,7 +109,7 @@ type Engine struct {
 }
 
 // New builds the engine for the configured routes.
-func New(routes []config.Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Logger) (*Engine, error) {
+func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 10 * time.Second
 	}

@@ -14,14 +14,13 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/signature"
 )
 
 // route is one configured downstream, ready to deliver to.
 type route struct {
-	cfg      config.Route
+	cfg      Route
 	sources  map[string]bool
 	signKey  []byte // nil: unsigned
 	client   *http.Client
@@ -32,7 +31,8 @@ type route struct {
 	retry    *retryablehttp.Client // client with the round's retries and hooks
 }
 
-func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
+func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
+	rc = rc.withDefaults()
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
 		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown)}
 	for _, s := range rc.Sources {
@@ -40,7 +40,7 @@ func newRoute(rc config.Route, transport http.RoundTripper) (*route, error) {
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
 	}
 	if rc.Secret != "" {
-		key, err := signature.DecodeStandardSecret(rc.Secret.Reveal())
+		key, err := signature.DecodeStandardSecret(rc.Secret)
 		if err != nil {
 			return nil, fmt.Errorf("route %s: secret: %w", rc.Name, err)
 		}

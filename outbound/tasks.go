@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
@@ -16,18 +15,8 @@ const TaskRoute = "_tasks"
 
 // newTaskRoute is the route of task deliveries: each task names its own
 // URL; transport enforces the egress policy at dial time.
-func newTaskRoute(tc config.Tasks, transport http.RoundTripper) (*route, error) {
-	r, err := newRoute(config.Route{
-		Name:         TaskRoute,
-		Sources:      []string{store.TaskSource},
-		Secret:       tc.Secret,
-		Timeout:      tc.Timeout,
-		Concurrency:  tc.Concurrency,
-		Retries:      tc.Retries,
-		RetryWaitMin: tc.RetryWaitMin,
-		RetryWaitMax: tc.RetryWaitMax,
-		Schedule:     tc.Schedule,
-	}, transport)
+func newTaskRoute(tc Tasks, transport http.RoundTripper) (*route, error) {
+	r, err := newRoute(tc.route(), transport)
 	if err != nil {
 		return nil, err
 	}

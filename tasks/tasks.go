@@ -29,7 +29,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/admin"
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/outbound"
@@ -70,9 +69,32 @@ type Handler struct {
 	answers *prometheus.CounterVec
 }
 
+// Config tunes the task API. New fills in the default stated on a field
+// left at its zero value.
+type Config struct {
+	// KeyTTL is how long an Idempotency-Key and its answer are remembered.
+	// Default 24h.
+	KeyTTL time.Duration
+	// MaxBody is the largest task request accepted, in bytes. Default
+	// 1048576 (1 MiB).
+	MaxBody int
+}
+
+// Defaults of Config.
+const (
+	DefaultKeyTTL  = 24 * time.Hour
+	DefaultMaxBody = 1 << 20
+)
+
 // New returns the task API. notify wakes the outbox relay; reg, if set,
 // receives the answer counter.
-func New(cfg config.Tasks, st Store, policy URLChecker, notify func(), reg prometheus.Registerer, log *slog.Logger) *Handler {
+func New(cfg Config, st Store, policy URLChecker, notify func(), reg prometheus.Registerer, log *slog.Logger) *Handler {
+	if cfg.KeyTTL <= 0 {
+		cfg.KeyTTL = DefaultKeyTTL
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
 	h := &Handler{store: st, policy: policy, notify: notify, keyTTL: cfg.KeyTTL, maxBody: cfg.MaxBody, log: log,
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_task_requests_total",

@@ -1,0 +1,98 @@
+package outbound
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/store"
+)
+
+func TestRouteDefaults(t *testing.T) {
+	t.Parallel()
+	sched := []time.Duration{time.Second}
+	cases := []struct {
+		name string
+		in   Route
+		want Route
+	}{
+		{"zero values take the defaults", Route{Name: "r"}, Route{Name: "r",
+			Timeout: DefaultTimeout, Concurrency: DefaultConcurrency,
+			RetryWaitMin: DefaultRetryWaitMin, RetryWaitMax: DefaultRetryWaitMax,
+			BreakerCooldown: DefaultBreakerCooldown, Schedule: DefaultSchedule()}},
+		{"set values are kept; 0 retries and no breaker stay 0", Route{Name: "r",
+			Timeout: time.Second, Concurrency: 2, RetryWaitMin: time.Millisecond, RetryWaitMax: 2 * time.Millisecond,
+			BreakerCooldown: time.Minute, Schedule: sched},
+			Route{Name: "r", Timeout: time.Second, Concurrency: 2, RetryWaitMin: time.Millisecond,
+				RetryWaitMax: 2 * time.Millisecond, BreakerCooldown: time.Minute, Schedule: sched}},
+		{"an empty schedule is kept", Route{Name: "r", Schedule: []time.Duration{}}, Route{Name: "r",
+			Timeout: DefaultTimeout, Concurrency: DefaultConcurrency,
+			RetryWaitMin: DefaultRetryWaitMin, RetryWaitMax: DefaultRetryWaitMax,
+			BreakerCooldown: DefaultBreakerCooldown, Schedule: []time.Duration{}}},
+	}
+	for _, c := range cases {
+		if got := c.in.withDefaults(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTaskRoute(t *testing.T) {
+	t.Parallel()
+	r, err := newTaskRoute(Tasks{Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Retries: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.cfg.Name != TaskRoute || r.consumer != "tasks" || !r.sources[store.TaskSource] || r.signKey == nil {
+		t.Errorf("task route: %+v", r)
+	}
+	if r.cfg.Concurrency != DefaultTaskConcurrency || r.cfg.Retries != 1 || r.cfg.Timeout != DefaultTimeout ||
+		len(r.cfg.Schedule) != len(DefaultSchedule()) || r.cfg.BreakerThreshold != 0 {
+		t.Errorf("task route config: %+v", r.cfg)
+	}
+}
+
+// TestRouteMasked prints a route and the task route every way a log line
+// or an error could: no credential may show.
+func TestRouteMasked(t *testing.T) {
+	t.Parallel()
+	secrets := []string{"whsec_s3cr3tSigningKey", "hunter2", "T000/B000/XXXXXXXX", "tok3n-in-query", "Bearer abcdef"}
+	rc := Route{Name: "slack", Sources: []string{"stripe"},
+		URL:     "https://user:hunter2@hooks.example.com/services/T000/B000/XXXXXXXX?token=tok3n-in-query",
+		Secret:  "whsec_s3cr3tSigningKey",
+		Headers: map[string]string{"Authorization": "Bearer abcdef"},
+		Timeout: time.Second}
+	tc := Tasks{Secret: "whsec_s3cr3tSigningKey", Concurrency: 3}
+	var out bytes.Buffer
+	for _, v := range []any{rc, &rc, []Route{rc}, tc, &tc, Config{Tasks: &tc}} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
+			fmt.Fprintf(&out, verb+"\n", v)
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(j)
+		slog.New(slog.NewTextHandler(&out, nil)).Info("x", "v", v)
+		slog.New(slog.NewJSONHandler(&out, nil)).Info("x", "v", v)
+	}
+	for _, s := range secrets {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("%q printed:\n%s", s, out.String())
+		}
+	}
+	for _, s := range []string{"slack", "https://hooks.example.com/[masked]", "Authorization", "stripe"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("%q not printed:\n%s", s, out.String())
+		}
+	}
+	// The values themselves are untouched.
+	if rc.Secret != "whsec_s3cr3tSigningKey" || rc.Headers["Authorization"] != "Bearer abcdef" {
+		t.Errorf("masking changed the route: %+v", rc.masked())
+	}
+}
