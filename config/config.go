@@ -36,6 +36,7 @@ type Config struct {
 	Retention Retention `yaml:"retention"`
 	Metrics   Metrics   `yaml:"metrics,omitempty"`
 	HTTP      HTTP      `yaml:"http"`
+	Cluster   Cluster   `yaml:"cluster"`
 }
 
 // HTTP bounds the HTTP server: connections, timeouts and request bodies.
@@ -273,4 +274,12 @@ type Route struct {
 	// (about 3 days over 12 steps). After the last the delivery is dead.
 	// Never empty after Load: an explicit empty list is refused.
 	Schedule []time.Duration `yaml:"schedule"`
+}
+
+// Cluster makes several gateways on one NATS JetStream cluster behave as
+// one gateway (README "Running several gateways").
+type Cluster struct {
+	// Enabled turns cluster mode on. Default false: a single gateway.
+	// Requires nats.url (an external NATS cluster).
+	Enabled bool `yaml:"enabled"`
 }

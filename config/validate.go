@@ -84,6 +84,9 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveDuration("retention.attempts", c.Retention.Attempts)
 	v.positiveDuration("retention.interval", c.Retention.Interval)
 	c.validateHTTP(v)
+	if c.Cluster.Enabled && c.NATS.URL == "" {
+		v.errorf("cluster.enabled", "needs nats.url: the gateways share an external NATS cluster")
+	}
 	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}

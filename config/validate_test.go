@@ -201,3 +201,10 @@ routes:
 		t.Errorf("error echoes a secret:\n%v", err)
 	}
 }
+
+func TestClusterNeedsExternalNATS(t *testing.T) {
+	_, err := Parse([]byte("sources: [{name: s, verify: none, id_header: X-Id}]\ncluster: {enabled: true}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "cluster.enabled: needs nats.url") {
+		t.Fatalf("err = %v, want cluster.enabled: needs nats.url", err)
+	}
+}
