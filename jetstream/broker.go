@@ -76,10 +76,12 @@ type Broker struct {
 
 	cur atomic.Pointer[link] // nil before Start
 
-	connMu  sync.Mutex
-	closing bool          // the broker closes its connection itself
-	done    chan struct{} // closed with closing: ends a renewal
-	renews  sync.WaitGroup
+	connMu    sync.Mutex
+	closing   bool          // the broker closes its connection itself
+	done      chan struct{} // closed with closing: ends a renewal
+	renews    sync.WaitGroup
+	renewedAt time.Time     // when the last renewal connected
+	renewWait time.Duration // the wait before the last renewal
 
 	streamMu      sync.Mutex
 	streamReady   bool
@@ -240,20 +242,41 @@ func (b *Broker) closed(nc *nats.Conn) {
 		b.connMu.Unlock()
 		return
 	}
+	// A connection closed soon after the last renewal waits longer
+	// before the next: a server that closes every connection is not
+	// dialled in a loop.
+	wait := time.Duration(0)
+	if !b.renewedAt.IsZero() && time.Since(b.renewedAt) < renewCalm {
+		wait = min(max(2*b.renewWait, renewMinWait), renewMaxWait)
+	}
+	b.renewWait = wait
 	b.renews.Add(1)
 	done := b.done
 	b.connMu.Unlock()
-	b.log.Error("nats closed the connection for good; connecting anew", "err", nc.LastError())
-	go b.renew(old, done)
+	b.log.Error("nats closed the connection for good; connecting anew", "err", nc.LastError(), "in", wait)
+	go b.renew(old, done, wait)
 }
 
-// renew connects anew, retrying with a backoff (250ms doubling to 10s)
-// until it succeeds or the broker stops, and puts the new connection in
-// old's place.
-func (b *Broker) renew(old *link, done <-chan struct{}) {
+// The backoff of renew: from renewMinWait doubling to renewMaxWait, also
+// across renewals less than renewCalm apart.
+const (
+	renewMinWait = 250 * time.Millisecond
+	renewMaxWait = 10 * time.Second
+	renewCalm    = time.Minute
+)
+
+// renew connects anew after wait, retrying with a backoff until it
+// succeeds or the broker stops, and puts the new connection in old's place.
+func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
 	defer b.renews.Done()
-	wait := 250 * time.Millisecond
 	for {
+		if wait > 0 {
+			select {
+			case <-done:
+				return
+			case <-time.After(wait):
+			}
+		}
 		l, err := b.dial()
 		if err == nil {
 			b.connMu.Lock()
@@ -262,17 +285,13 @@ func (b *Broker) renew(old *link, done <-chan struct{}) {
 				l.nc.Close()
 				return
 			}
+			b.renewedAt = time.Now()
 			b.connMu.Unlock()
 			b.log.Info("nats connected anew", "url", l.nc.ConnectedUrlRedacted(), "status", l.nc.Status().String())
 			return
 		}
+		wait = min(max(2*wait, renewMinWait), renewMaxWait)
 		b.log.Warn("nats: connecting anew failed; retrying", "err", err, "in", wait)
-		select {
-		case <-done:
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
 	}
 }
 

@@ -103,3 +103,64 @@ func publish(t *testing.T, b *Broker, seq int64) {
 		t.Fatalf("no ack for %d", seq)
 	}
 }
+
+// NATS closes every connection right after it is made: the broker connects
+// anew with a backoff, not in a tight loop, and once the server behaves
+// again it is connected again. Close ends a renewal.
+func TestConnectsAnewWithBackoff(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	proxy := gatewaytest.RunErrProxy(t, srv.Addr().String())
+	b, err := Connect(ctx, Config{URL: proxy.URL(), Stream: "EVENTS", ConnectTimeout: 5 * time.Second}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	proxy.ErrEveryConnection("some unknown error")
+	proxy.SendErr("some unknown error")
+	gatewaytest.WaitFor(t, "3 connections closed by the server", 20*time.Second, func() (bool, string) {
+		return proxy.Accepted() >= 4, fmt.Sprint(proxy.Accepted())
+	})
+	// A slower machine only makes fewer: without a backoff, hundreds.
+	from := proxy.Accepted()
+	time.Sleep(2 * time.Second)
+	if n := proxy.Accepted() - from; n > 6 {
+		t.Fatalf("%d connections in 2s: connecting anew in a tight loop", n)
+	}
+	proxy.ErrEveryConnection("")
+	gatewaytest.WaitFor(t, "connected again", 30*time.Second, func() (bool, string) {
+		nc := b.Conn()
+		return nc.IsConnected(), nc.Status().String()
+	})
+	publish(t, b, 1)
+}
+
+// Close while the broker waits to connect anew returns at once, and
+// nothing connects after it.
+func TestCloseEndsARenewal(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	proxy := gatewaytest.RunErrProxy(t, srv.Addr().String())
+	b, err := Connect(ctx, Config{URL: proxy.URL(), Stream: "EVENTS", ConnectTimeout: 5 * time.Second}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.ErrEveryConnection("some unknown error")
+	proxy.SendErr("some unknown error")
+	// The waits before connecting anew: 0, 250ms, 500ms, 1s, 2s, 4s...
+	gatewaytest.WaitFor(t, "5 connections closed by the server", 30*time.Second, func() (bool, string) {
+		return proxy.Accepted() >= 6, fmt.Sprint(proxy.Accepted())
+	})
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	n := proxy.Accepted()
+	time.Sleep(time.Second)
+	if m := proxy.Accepted(); m != n {
+		t.Fatalf("%d connections after Close", m-n)
+	}
+}

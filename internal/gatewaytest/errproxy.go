@@ -1,6 +1,7 @@
 package gatewaytest
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -14,8 +15,10 @@ type ErrProxy struct {
 	ln       net.Listener
 	upstream string
 
-	mu      sync.Mutex
-	clients []*proxied
+	mu       sync.Mutex
+	clients  []*proxied
+	accepted int
+	hostile  string // sent to every client once its handshake is answered
 }
 
 type proxied struct {
@@ -57,6 +60,22 @@ func (p *ErrProxy) SendErr(msg string) int {
 	return n
 }
 
+// ErrEveryConnection makes the proxy send "-ERR '<msg>'" to each client
+// right after the server answered its handshake (the first PONG); an empty
+// msg ends that.
+func (p *ErrProxy) ErrEveryConnection(msg string) {
+	p.mu.Lock()
+	p.hostile = msg
+	p.mu.Unlock()
+}
+
+// Accepted is how many client connections the proxy took.
+func (p *ErrProxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
 func (p *ErrProxy) accept() {
 	for {
 		client, err := p.ln.Accept()
@@ -71,6 +90,8 @@ func (p *ErrProxy) accept() {
 		c := &proxied{client: client}
 		p.mu.Lock()
 		p.clients = append(p.clients, c)
+		p.accepted++
+		hostile := p.hostile
 		p.mu.Unlock()
 		go func() {
 			_, _ = io.Copy(server, client)
@@ -83,6 +104,10 @@ func (p *ErrProxy) accept() {
 				if n > 0 {
 					c.mu.Lock()
 					_, werr := client.Write(buf[:n])
+					if hostile != "" && bytes.Contains(buf[:n], []byte("PONG\r\n")) {
+						_, werr = client.Write([]byte("-ERR '" + hostile + "'\r\n"))
+						hostile = ""
+					}
 					c.mu.Unlock()
 					if werr != nil {
 						break
