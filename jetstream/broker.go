@@ -287,7 +287,11 @@ func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
 			}
 			b.renewedAt = time.Now()
 			b.connMu.Unlock()
-			b.log.Info("nats connected anew", "url", l.nc.ConnectedUrlRedacted(), "status", l.nc.Status().String())
+			if b.srv != nil {
+				b.log.Info("nats connected anew to the embedded server")
+			} else {
+				b.log.Info("nats connected anew", "url", l.nc.ConnectedUrlRedacted(), "status", l.nc.Status().String())
+			}
 			return
 		}
 		wait = min(max(2*wait, renewMinWait), renewMaxWait)
