@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -64,13 +65,23 @@ type Config struct {
 }
 
 // Broker is a NATS connection with JetStream, and the embedded server behind
-// it when there is one.
+// it when there is one. A connection NATS closes for good (nats.go does on
+// some server errors, e.g. one it does not know) is replaced by a new one
+// (see renew); every use goes through the broker's current connection.
 type Broker struct {
 	cfg Config
 	log *slog.Logger
 	srv *server.Server // nil with an external NATS
-	nc  *nats.Conn
-	js  natsjs.JetStream
+	url string         // what the connection dials
+
+	cur atomic.Pointer[link] // nil before Start
+
+	connMu    sync.Mutex
+	closing   bool          // the broker closes its connection itself
+	done      chan struct{} // closed with closing: ends a renewal
+	renews    sync.WaitGroup
+	renewedAt time.Time     // when the last renewal connected
+	renewWait time.Duration // the wait before the last renewal
 
 	streamMu      sync.Mutex
 	streamReady   bool
@@ -133,7 +144,50 @@ func (b *Broker) Start(ctx context.Context) error {
 	return nil
 }
 
+// link is a connection and its JetStream context.
+type link struct {
+	nc *nats.Conn
+	js natsjs.JetStream
+}
+
 func (b *Broker) start(ctx context.Context) error {
+	cfg := b.cfg
+	b.connMu.Lock()
+	b.closing = false
+	b.done = make(chan struct{})
+	b.connMu.Unlock()
+	b.url = cfg.URL
+	if b.url == "" {
+		srv, err := startServer(cfg, b.log)
+		if err != nil {
+			return err
+		}
+		b.srv = srv
+		b.url = srv.ClientURL()
+	}
+	l, err := b.dial()
+	if err != nil {
+		return err
+	}
+	b.cur.Store(l)
+	if l.nc.IsClosed() { // closed before it was current
+		b.closed(l.nc)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	if err := b.EnsureStream(ctx); err != nil {
+		if b.srv != nil {
+			return err
+		}
+		b.log.Warn("nats not ready; stream will be created when it is", "err", err)
+	}
+	return nil
+}
+
+// dial connects to b.url (the embedded server in process) with a
+// JetStream context. With an external NATS that is down it succeeds: the
+// connection keeps retrying.
+func (b *Broker) dial() (*link, error) {
 	cfg, log := b.cfg, b.log
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -152,36 +206,111 @@ func (b *Broker) start(ctx context.Context) error {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ClosedHandler(b.closed),
 	}
-	url := cfg.URL
-	if url == "" {
-		srv, err := startServer(cfg, log)
-		if err != nil {
-			return err
-		}
-		b.srv = srv
-		url = srv.ClientURL()
-		opts = append(opts, nats.InProcessServer(srv))
+	if b.srv != nil {
+		opts = append(opts, nats.InProcessServer(b.srv))
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(b.url, opts...)
 	if err != nil {
-		return fmt.Errorf("jetstream: connect: %w", err)
+		return nil, fmt.Errorf("jetstream: connect: %w", err)
 	}
-	b.nc = nc
-	b.js, err = natsjs.New(nc,
+	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(1024),
 		natsjs.WithPublishAsyncTimeout(5*time.Second),
 		natsjs.WithDefaultTimeout(5*time.Second))
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	defer cancel()
-	if err := b.EnsureStream(ctx); err != nil {
-		if b.srv != nil {
-			return err
+	return &link{nc: nc, js: js}, nil
+}
+
+// closed runs when a connection is closed. One the broker did not close
+// itself, and still its current one, was closed by NATS for good (nats.go
+// does on an -ERR it does not know, a too-long control line, and some
+// others): nothing would be published, fetched or acked through it again,
+// so renew replaces it.
+func (b *Broker) closed(nc *nats.Conn) {
+	b.connMu.Lock()
+	if b.closing {
+		b.connMu.Unlock()
+		return
+	}
+	old := b.cur.Load()
+	if old == nil || old.nc != nc {
+		b.connMu.Unlock()
+		return
+	}
+	// A connection closed soon after the last renewal waits longer
+	// before the next: a server that closes every connection is not
+	// dialled in a loop.
+	wait := time.Duration(0)
+	if !b.renewedAt.IsZero() && time.Since(b.renewedAt) < renewCalm {
+		wait = min(max(2*b.renewWait, renewMinWait), renewMaxWait)
+	}
+	b.renewWait = wait
+	b.renews.Add(1)
+	done := b.done
+	b.connMu.Unlock()
+	b.log.Error("nats closed the connection for good; connecting anew", "err", nc.LastError(), "in", wait)
+	go b.renew(old, done, wait)
+}
+
+// The backoff of renew: from renewMinWait doubling to renewMaxWait, also
+// across renewals less than renewCalm apart.
+const (
+	renewMinWait = 250 * time.Millisecond
+	renewMaxWait = 10 * time.Second
+	renewCalm    = time.Minute
+)
+
+// renew connects anew after wait, retrying with a backoff until it
+// succeeds or the broker stops, and puts the new connection in old's place.
+func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
+	defer b.renews.Done()
+	for {
+		if wait > 0 {
+			select {
+			case <-done:
+				return
+			case <-time.After(wait):
+			}
 		}
-		log.Warn("nats not ready; stream will be created when it is", "err", err)
+		l, err := b.dial()
+		if err == nil {
+			b.connMu.Lock()
+			if b.closing || !b.cur.CompareAndSwap(old, l) {
+				b.connMu.Unlock()
+				l.nc.Close()
+				return
+			}
+			b.renewedAt = time.Now()
+			b.connMu.Unlock()
+			if b.srv != nil {
+				b.log.Info("nats connected anew to the embedded server")
+			} else {
+				b.log.Info("nats connected anew", "url", l.nc.ConnectedUrlRedacted(), "status", l.nc.Status().String())
+			}
+			return
+		}
+		wait = min(max(2*wait, renewMinWait), renewMaxWait)
+		b.log.Warn("nats: connecting anew failed; retrying", "err", err, "in", wait)
+	}
+}
+
+// js is the current JetStream context; nil before Start.
+func (b *Broker) js() natsjs.JetStream {
+	if l := b.cur.Load(); l != nil {
+		return l.js
+	}
+	return nil
+}
+
+// nc is the current connection; nil before Start.
+func (b *Broker) nc() *nats.Conn {
+	if l := b.cur.Load(); l != nil {
+		return l.nc
 	}
 	return nil
 }
@@ -248,7 +377,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
-	s, err := b.js.CreateOrUpdateStream(ctx, sc)
+	s, err := b.js().CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
 	}
@@ -264,10 +393,11 @@ func (b *Broker) MaxPayload() int64 {
 	if b.srv != nil {
 		return EmbeddedMaxPayload
 	}
-	if b.nc == nil || !b.nc.IsConnected() {
+	nc := b.nc()
+	if nc == nil || !nc.IsConnected() {
 		return 0
 	}
-	return b.nc.MaxPayload()
+	return nc.MaxPayload()
 }
 
 // StreamHealth is nil unless the embedded server reports the events
@@ -301,17 +431,19 @@ func (b *Broker) Repair(ctx context.Context) (bool, error) {
 	}
 	b.log.Warn("the events stream is broken; deleting it to create it again", "err", health)
 	b.ForgetStream()
-	if err := b.js.DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+	if err := b.js().DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
 		return false, fmt.Errorf("jetstream: delete broken stream %s: %w", b.cfg.Stream, err)
 	}
 	return true, nil
 }
 
-// JetStream returns the JetStream client.
-func (b *Broker) JetStream() natsjs.JetStream { return b.js }
+// JetStream returns the current JetStream client: after NATS closed a
+// connection for good, the one of the new connection. Ask again rather
+// than keep it (and the consumers got through it) across failures.
+func (b *Broker) JetStream() natsjs.JetStream { return b.js() }
 
-// Conn returns the NATS connection.
-func (b *Broker) Conn() *nats.Conn { return b.nc }
+// Conn returns the current NATS connection (see JetStream).
+func (b *Broker) Conn() *nats.Conn { return b.nc() }
 
 // Stream is the events stream's name.
 func (b *Broker) Stream() string { return b.cfg.Stream }
@@ -332,11 +464,21 @@ func (b *Broker) Stop(context.Context) error {
 // Close is Stop, for callers without a context.
 func (b *Broker) Close() { _ = b.Stop(context.Background()) }
 
-// shutdown closes what start opened.
+// shutdown closes what start opened, and ends a renewal of the
+// connection.
 func (b *Broker) shutdown() {
-	if b.nc != nil {
-		_ = b.nc.FlushTimeout(2 * time.Second) // acks and naks already sent
-		b.nc.Close()
+	b.connMu.Lock()
+	if !b.closing {
+		b.closing = true
+		if b.done != nil {
+			close(b.done)
+		}
+	}
+	b.connMu.Unlock()
+	b.renews.Wait()
+	if nc := b.nc(); nc != nil {
+		_ = nc.FlushTimeout(2 * time.Second) // acks and naks already sent
+		nc.Close()
 	}
 	if b.srv != nil {
 		b.srv.Shutdown()
@@ -355,7 +497,7 @@ func (b *Broker) HandBack(ctx context.Context, msg natsjs.Msg) error {
 	if msg.Reply() == "" {
 		return errors.New("hand back: the message has no ack subject")
 	}
-	if _, err := b.nc.RequestWithContext(ctx, msg.Reply(), handBackNak); err != nil {
+	if _, err := b.nc().RequestWithContext(ctx, msg.Reply(), handBackNak); err != nil {
 		return fmt.Errorf("hand back: %w", err)
 	}
 	return nil

@@ -26,7 +26,7 @@ func MsgID(source, eventID string) string { return source + ":" + eventID }
 // PublishEvent publishes ev's message to the events stream, with its
 // MsgID, without waiting for the PubAck: the future brings it.
 func (b *Broker) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, error) {
-	return b.js.PublishMsgAsync(eventMsg(ev), natsjs.WithMsgID(MsgID(ev.Source, ev.ID)))
+	return b.js().PublishMsgAsync(eventMsg(ev), natsjs.WithMsgID(MsgID(ev.Source, ev.ID)))
 }
 
 // Refused reports whether err is the broker refusing a message for its

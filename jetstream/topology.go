@@ -63,7 +63,7 @@ func (b *Broker) EnsureTopology(ctx context.Context) error {
 	if len(set.Owned) == 0 {
 		return nil
 	}
-	stream, err := b.js.Stream(ctx, b.cfg.Stream)
+	stream, err := b.js().Stream(ctx, b.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("stream: %w", err)
 	}
@@ -89,7 +89,7 @@ func (b *Broker) EnsureTopology(ctx context.Context) error {
 // EnsureConsumer creates the durable consumer cc on the events stream, or
 // updates it to cc.
 func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, b.cfg.Stream, cc)
+	cons, err := b.js().CreateOrUpdateConsumer(ctx, b.cfg.Stream, cc)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cc.Durable, err)
 	}
@@ -110,7 +110,7 @@ type StreamState struct {
 func (b *Broker) StreamState(ctx context.Context) (StreamState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := b.js.Stream(ctx, b.cfg.Stream)
+	s, err := b.js().Stream(ctx, b.cfg.Stream)
 	if err != nil {
 		return StreamState{}, fmt.Errorf("stream info: %w", err)
 	}

@@ -64,11 +64,11 @@ func TestRelayRecoversWhatTheStreamLost(t *testing.T) {
 	owed := &owedAll{st: st, done: map[int64]bool{1: true}}
 	run := func(what string) {
 		t.Helper()
+		asked := len(owed.questions()) // before Start: its recovery may ask at once
 		r := New(st, b, Config{Poll: 20 * time.Millisecond, Recovery: &Recovery{Store: st, Owed: owed}}, quietLog())
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		asked := len(owed.questions())
 		r.Notify()
 		waitFor(t, what, 10*time.Second, func() (bool, string) {
 			// Recovery ends by recording the stream it recovered.
