@@ -21,6 +21,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -415,6 +416,9 @@ publish:
 		pb := &pubBatch{evs: evs[:0], futures: make([]natsjs.PubAckFuture, 0, len(evs))}
 		for i := range evs {
 			f, err := r.pub.PublishEvent(&evs[i])
+			if errors.Is(err, ErrHeldElsewhere) {
+				continue // recorded by the publisher; out of the outbox
+			}
 			if err != nil && jetstream.Refused(err) {
 				err = r.park(ctx, &evs[i], err)
 				if err == nil {
