@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,13 +98,16 @@ func New(cfg Config) (*Claims, error) {
 func (c *Claims) Gateway() string { return c.cfg.Gateway }
 
 // Key is the claim key of (source, id): KV keys allow only
-// [-/_=.a-zA-Z0-9], so the SHA-256 of both, base64url (43 characters).
+// [-/_=.a-zA-Z0-9], so the first 128 bits of a SHA-256 of both, base64url
+// (22 characters: the server keeps every key in memory).
 func Key(source, id string) string {
 	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(source))) // no (source, id) pair reads as another
+	h.Write(n[:])
 	h.Write([]byte(source))
-	h.Write([]byte{0})
 	h.Write([]byte(id))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Ensure creates the bucket, or updates it to the config.
