@@ -144,6 +144,15 @@ func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	return kv, nil
 }
 
+// forgetBucket drops kv, unless another call replaced it already.
+func (c *Claims) forgetBucket(kv natsjs.KeyValue) {
+	c.mu.Lock()
+	if c.kv == kv {
+		c.kv = nil
+	}
+	c.mu.Unlock()
+}
+
 // Claim claims (source, id), stored here as seq, for this gateway. mine is
 // true when this gateway holds the claim (made now, or before: a claim
 // made at intake, or before a restart); else holder is the gateway that
@@ -171,6 +180,7 @@ func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine 
 		return true, me, nil
 	}
 	if !errors.Is(err, natsjs.ErrKeyExists) {
+		c.forgetBucket(kv) // it may be gone (a wiped store): look it up again next time
 		return false, Owner{}, fmt.Errorf("cluster claim %s/%s: %w", source, id, err)
 	}
 	e, err := kv.Get(ctx, key)
@@ -203,8 +213,13 @@ func (c *Claims) ClaimAtIntake(ctx context.Context, ev *store.Event) (holder str
 }
 
 // ClaimToPublish claims ev before it is published, once: what intake
-// learned is used, then forgotten.
+// learned is used, then forgotten. It fails at once while NATS is not
+// connected and nothing is remembered.
 func (c *Claims) ClaimToPublish(ctx context.Context, ev *store.Event) (holder string, err error) {
+	key := Key(ev.Source, ev.ID)
+	if _, ok := c.remembered(key); !ok && c.cfg.Connected != nil && !c.cfg.Connected() {
+		return "", ErrNotConnected
+	}
 	mine, o, err := c.Claim(ctx, ev.Source, ev.ID, ev.Seq)
 	if err != nil {
 		return "", err

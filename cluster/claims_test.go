@@ -110,3 +110,24 @@ func TestClaimWithoutNATS(t *testing.T) {
 		t.Fatalf("a claim without NATS answered holder %q", h)
 	}
 }
+
+// A bucket deleted while the gateway runs (a wiped NATS store) is created
+// again by the next claims, not failed on forever.
+func TestBucketCreatedAgain(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	js := connect(t, srv.ClientURL())
+	ctx := context.Background()
+	c := newClaims(t, js, "gw-a", time.Hour, 1)
+	if h, err := c.ClaimToPublish(ctx, &store.Event{Source: "s", ID: "evt_1"}); err != nil || h != "" {
+		t.Fatalf("first claim: %q, %v", h, err)
+	}
+	if err := js.DeleteKeyValue(ctx, "HOOKGATE_CLAIMS"); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.WaitFor(t, "a claim in the bucket created again", 10*time.Second, func() (bool, string) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		h, err := c.ClaimToPublish(cctx, &store.Event{Source: "s", ID: "evt_2"})
+		return err == nil && h == "", fmt.Sprintf("holder %q, %v", h, err)
+	})
+}
