@@ -385,10 +385,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 	status := OutcomeAccepted
 	debug := h.log.Enabled(context.Background(), slog.LevelDebug)
-	if !dup && h.cluster != nil {
-		dup = h.claimInCluster(ev, debug)
-		h.notify() // the relay records it (held elsewhere) or publishes it
-	}
+	dup = h.afterClaim(ev, dup, debug)
 	if dup {
 		status = OutcomeDuplicate
 		if debug {
@@ -396,9 +393,6 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		}
 		src.duplicate.observe(start)
 	} else {
-		if h.cluster == nil {
-			h.notify()
-		}
 		if debug {
 			h.log.Debug("event accepted", "source", src.name, "event_id", ev.ID, "event_type", ev.Type, "seq", ev.Seq)
 		}
@@ -419,6 +413,21 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out) // copies
 	return nil
+}
+
+// afterClaim follows the local claim of ev: a new event wakes the relay
+// and, in cluster mode, is claimed in the cluster first. It returns
+// whether ev is a duplicate: stored here already, or (cluster mode) held
+// by another gateway (the relay records it so and never publishes it).
+func (h *Handler) afterClaim(ev *store.Event, dup, debug bool) bool {
+	if dup {
+		return true
+	}
+	if h.cluster != nil {
+		dup = h.claimInCluster(ev, debug)
+	}
+	h.notify()
+	return dup
 }
 
 // claimInCluster claims ev, just stored here, in the cluster; it returns
