@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
@@ -47,6 +48,7 @@ type App struct {
 	relay  *relay.Relay
 	engine *outbound.Engine
 	egress *egress.Policy
+	claims *cluster.Claims // cluster mode only
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -116,6 +118,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
 		{"check max_body against the broker", a.checkPayload},
+		{"ready cluster claims", a.startClaims},
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
@@ -223,6 +226,7 @@ func (a *App) startRelay(ctx context.Context) error {
 		OnError:     func(error) { publishErrors.Inc() },
 		OnParked:    func(*store.Event, error) { parked.Inc() },
 		Recovery:    &relay.Recovery{Store: a.store, Owed: a.engine},
+		Publisher:   a.relayPublisher(),
 	}, a.log.With("component", "relay"))
 	if err := a.relay.Start(ctx); err != nil {
 		return err
@@ -232,10 +236,14 @@ func (a *App) startRelay(ctx context.Context) error {
 }
 
 func (a *App) startHTTP(ctx context.Context) error {
-	h, err := inbound.New(inboundSources(a.cfg.Sources), a.store, a.log.With("component", "inbound"), inbound.Options{
+	opts := inbound.Options{
 		Notify:  a.relay.Notify,
 		Metrics: inbound.NewMetrics(a.Registry),
-	})
+	}
+	if a.claims != nil {
+		opts.Cluster, opts.ClusterTimeout = a.claims, a.cfg.Cluster.ClaimTimeout
+	}
+	h, err := inbound.New(inboundSources(a.cfg.Sources), a.store, a.log.With("component", "inbound"), opts)
 	if err != nil {
 		return err
 	}

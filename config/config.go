@@ -282,4 +282,11 @@ type Cluster struct {
 	// Enabled turns cluster mode on. Default false: a single gateway.
 	// Requires nats.url (an external NATS cluster).
 	Enabled bool `yaml:"enabled"`
+	// ClaimTTL is how long a cluster claim of an event (source, event ID)
+	// is kept: the dedup horizon across gateways. Default retention.events.
+	ClaimTTL time.Duration `yaml:"claim_ttl"`
+	// ClaimTimeout is how long intake waits for the cluster claim of an
+	// event it just stored before answering it accepted anyway (the relay
+	// claims it before publishing). Default 500ms.
+	ClaimTimeout time.Duration `yaml:"claim_timeout"`
 }

@@ -45,6 +45,9 @@ const (
 	DefaultBodyMemory        = 64 << 20
 )
 
+// DefaultClaimTimeout is cluster.claim_timeout's default.
+const DefaultClaimTimeout = 500 * time.Millisecond
+
 // DefaultSchedule returns a new copy of the default long retry schedule:
 // 1m 5m 30m 1h 2h 4h 8h 12h 12h 12h 12h 12h.
 func DefaultSchedule() []time.Duration {
@@ -154,6 +157,8 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.Retention.Events, "retention.events", DefaultRetentionEvents)
 	dur(&c.Retention.Attempts, "retention.attempts", DefaultRetentionAttempts)
 	dur(&c.Retention.Interval, "retention.interval", DefaultRetentionInterval)
+	dur(&c.Cluster.ClaimTTL, "cluster.claim_ttl", c.Retention.Events)
+	dur(&c.Cluster.ClaimTimeout, "cluster.claim_timeout", DefaultClaimTimeout)
 
 	num(&c.HTTP.MaxConnections, "http.max_connections", DefaultMaxConnections)
 	dur(&c.HTTP.ReadTimeout, "http.read_timeout", DefaultHTTPReadTimeout)

@@ -87,6 +87,8 @@ func (c *Config) validate(set func(path string) bool) error {
 	if c.Cluster.Enabled && c.NATS.URL == "" {
 		v.errorf("cluster.enabled", "needs nats.url: the gateways share an external NATS cluster")
 	}
+	v.positiveDuration("cluster.claim_ttl", c.Cluster.ClaimTTL)
+	v.positiveDuration("cluster.claim_timeout", c.Cluster.ClaimTimeout)
 	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}

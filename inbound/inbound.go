@@ -65,15 +65,25 @@ type Claimer interface {
 	Claim(ctx context.Context, ev *store.Event) (dup bool, err error)
 }
 
+// ClusterClaimer claims an event just stored here across the gateways of a
+// cluster (cluster mode; cluster.Claims): holder is "" when this gateway
+// holds the claim, else the gateway that does. An error means the cluster
+// could not be asked in time.
+type ClusterClaimer interface {
+	ClaimAtIntake(ctx context.Context, ev *store.Event) (holder string, err error)
+}
+
 // Handler is the inbound endpoint for every configured source.
 type Handler struct {
-	sources map[string]*source
-	store   Claimer
-	notify  func()
-	log     *slog.Logger
-	metrics *Metrics
-	now     func() time.Time
-	maxBody int
+	sources        map[string]*source
+	store          Claimer
+	cluster        ClusterClaimer
+	clusterTimeout time.Duration
+	notify         func()
+	log            *slog.Logger
+	metrics        *Metrics
+	now            func() time.Time
+	maxBody        int
 }
 
 // source is one configured sender, ready to serve.
@@ -96,6 +106,13 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock for signature timestamps. Default time.Now.
 	Now func() time.Time
+	// Cluster, if set, claims each newly stored event across gateways
+	// before it is answered: a copy another gateway holds is answered
+	// duplicate (and never published here). Without an answer within
+	// ClusterTimeout (default 500ms), the event is answered accepted and
+	// the relay claims it before publishing.
+	Cluster        ClusterClaimer
+	ClusterTimeout time.Duration
 }
 
 // Source is one webhook sender, served at POST /webhooks/{Name}. New fills
@@ -192,6 +209,10 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 	h := &Handler{
 		sources: make(map[string]*source, len(sources)),
 		store:   st, notify: opts.Notify, log: log, metrics: opts.Metrics, now: opts.Now,
+		cluster: opts.Cluster, clusterTimeout: opts.ClusterTimeout,
+	}
+	if h.clusterTimeout <= 0 {
+		h.clusterTimeout = 500 * time.Millisecond
 	}
 	if h.notify == nil {
 		h.notify = func() {}
@@ -364,6 +385,7 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 	status := OutcomeAccepted
 	debug := h.log.Enabled(context.Background(), slog.LevelDebug)
+	dup = h.afterClaim(ev, dup, debug)
 	if dup {
 		status = OutcomeDuplicate
 		if debug {
@@ -371,7 +393,6 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		}
 		src.duplicate.observe(start)
 	} else {
-		h.notify()
 		if debug {
 			h.log.Debug("event accepted", "source", src.name, "event_id", ev.ID, "event_type", ev.Type, "seq", ev.Seq)
 		}
@@ -392,6 +413,40 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out) // copies
 	return nil
+}
+
+// afterClaim follows the local claim of ev: a new event wakes the relay
+// and, in cluster mode, is claimed in the cluster first. It returns
+// whether ev is a duplicate: stored here already, or (cluster mode) held
+// by another gateway (the relay records it so and never publishes it).
+func (h *Handler) afterClaim(ev *store.Event, dup, debug bool) bool {
+	if dup {
+		return true
+	}
+	if h.cluster != nil {
+		dup = h.claimInCluster(ev, debug)
+	}
+	h.notify()
+	return dup
+}
+
+// claimInCluster claims ev, just stored here, in the cluster; it returns
+// true when another gateway holds it (the copy is a duplicate).
+func (h *Handler) claimInCluster(ev *store.Event, debug bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), h.clusterTimeout)
+	defer cancel()
+	holder, err := h.cluster.ClaimAtIntake(ctx, ev)
+	if err != nil {
+		if debug {
+			h.log.Debug("cluster claim at intake failed; accepted here, claimed before publishing",
+				"source", ev.Source, "event_id", ev.ID, "err", err)
+		}
+		return false
+	}
+	if holder != "" && debug {
+		h.log.Debug("event held by another gateway", "source", ev.Source, "event_id", ev.ID, "holder", holder)
+	}
+	return holder != ""
 }
 
 // scratch is one request's reusable memory.

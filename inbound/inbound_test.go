@@ -77,13 +77,21 @@ func (h *harness) setNow(t time.Time) {
 // newHarness serves the inbound handler over real HTTP with a real store.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessWith(t, Options{})
+}
+
+// newHarnessWith is newHarness with opts (its Metrics and Now are the
+// harness's).
+func newHarnessWith(t testing.TB, opts Options) *harness {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{store: st, metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now()}
-	handler, err := New(testSources(), st, log, Options{Metrics: h.metrics, Now: h.clock})
+	opts.Metrics, opts.Now = h.metrics, h.clock
+	handler, err := New(testSources(), st, log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -414,12 +415,9 @@ publish:
 		// at its event's index.
 		pb := &pubBatch{evs: evs[:0], futures: make([]natsjs.PubAckFuture, 0, len(evs))}
 		for i := range evs {
-			f, err := r.pub.PublishEvent(&evs[i])
-			if err != nil && jetstream.Refused(err) {
-				err = r.park(ctx, &evs[i], err)
-				if err == nil {
-					continue // the events behind it go on
-				}
+			f, skip, err := r.publish(ctx, &evs[i])
+			if skip {
+				continue // the events behind it go on
 			}
 			if err != nil {
 				pubErr = err
@@ -455,6 +453,22 @@ publish:
 		err = ackErr
 	}
 	return marked, err
+}
+
+// publish publishes ev; skip is true when ev left the outbox instead:
+// parked (the broker refused it for its content), or recorded by the
+// Publisher as held by another gateway.
+func (r *Relay) publish(ctx context.Context, ev *store.Event) (f natsjs.PubAckFuture, skip bool, err error) {
+	f, err = r.pub.PublishEvent(ev)
+	switch {
+	case errors.Is(err, ErrHeldElsewhere):
+		return nil, true, nil
+	case err != nil && jetstream.Refused(err):
+		if err = r.park(ctx, ev, err); err == nil {
+			return nil, true, nil
+		}
+	}
+	return f, false, err
 }
 
 // park sets ev aside in the store: the broker refused it for its content.

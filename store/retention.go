@@ -61,7 +61,8 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, next, more = PruneResult{}, after, false
 		rows, err := tx.Query(`SELECT e.seq, e.source, e.event_id, e.event_type, e.received_at,
-				NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq)
+				NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq),
+				EXISTS (SELECT 1 FROM claimed_elsewhere x WHERE x.seq = e.seq)
 			FROM events e INDEXED BY events_received
 			WHERE e.received_at < ? AND (e.received_at, e.seq) > (?, ?)
 			ORDER BY e.received_at, e.seq LIMIT ?`, before.UnixMilli(), after.ReceivedAt, after.Seq, limit)
@@ -71,12 +72,13 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 		type candidate struct {
 			ev        OldEvent
 			published bool
+			elsewhere bool // claimed by another gateway: nothing to deliver here
 		}
 		var cands []candidate
 		for rows.Next() {
 			var c candidate
 			var received int64
-			if err := rows.Scan(&c.ev.Seq, &c.ev.Source, &c.ev.ID, &c.ev.Type, &received, &c.published); err != nil {
+			if err := rows.Scan(&c.ev.Seq, &c.ev.Source, &c.ev.ID, &c.ev.Type, &received, &c.published, &c.elsewhere); err != nil {
 				rows.Close()
 				return err
 			}
@@ -104,7 +106,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 			if err := loadDeliveryStates(tx, &c.ev); err != nil {
 				return err
 			}
-			if keep(&c.ev) {
+			if !c.elsewhere && keep(&c.ev) {
 				continue
 			}
 			n, err := deleteEvent(tx, &c.ev)
@@ -163,6 +165,7 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 		exec(&res.Events, `DELETE FROM events WHERE seq = ?`, ev.Seq),
 		exec(nil, `DELETE FROM published WHERE seq = ?`, ev.Seq), // never in the outbox: see PruneEvents
 		exec(nil, `DELETE FROM parked WHERE seq = ?`, ev.Seq),
+		exec(nil, `DELETE FROM claimed_elsewhere WHERE seq = ?`, ev.Seq),
 	)
 	if err == nil && ev.Source == TaskSource {
 		err = exec(nil, `DELETE FROM tasks WHERE id = ?`, ev.ID)

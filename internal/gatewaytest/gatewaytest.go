@@ -1,8 +1,9 @@
 // Package gatewaytest holds what hookgate's tests and cmd/bench share: the
 // gateway binary run as a subprocess (built once per test binary, started
 // under an optional wrapper, waited for, signalled, its log, memory and
-// CPU read), an in-process JetStream server with file storage, and polling
-// with a deadline in place of sleeps.
+// CPU read), an in-process JetStream server with file storage, an
+// in-process cluster of them (RunNATSCluster), and polling with a deadline
+// in place of sleeps.
 package gatewaytest
 
 import (

@@ -1,0 +1,94 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/relay"
+	"github.com/hookgate/hookgate/store"
+)
+
+// metaGatewayID is the store's fact naming this gateway in cluster claims.
+const metaGatewayID = "gateway_id"
+
+// startClaims readies the cluster claim store (cluster mode only): this
+// gateway's name, kept in its store, and the KV bucket, created now if
+// NATS answers (else at the first claim: intake does not wait for NATS).
+func (a *App) startClaims(ctx context.Context) error {
+	if !a.cfg.Cluster.Enabled {
+		return nil
+	}
+	id, err := a.store.Meta(ctx, metaGatewayID)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		id = newGatewayID()
+		if err := a.store.SetMeta(ctx, metaGatewayID, id); err != nil {
+			return err
+		}
+	}
+	b := a.broker
+	c, err := cluster.New(cluster.Config{
+		Gateway:   id,
+		Replicas:  a.cfg.NATS.Replicas,
+		TTL:       a.cfg.Cluster.ClaimTTL,
+		JetStream: func() natsjs.JetStream { return b.JetStream() },
+		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+	})
+	if err != nil {
+		return err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ensure(ectx); err != nil {
+		a.log.Warn("cluster claims: the bucket could not be readied; claims wait for NATS", "err", err)
+	}
+	a.claims = c
+	a.log.Info("cluster mode", "gateway", id, "claim_ttl", a.cfg.Cluster.ClaimTTL)
+	return nil
+}
+
+// newGatewayID names a gateway: its host name and 8 random hex digits.
+func newGatewayID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' {
+			return '_'
+		}
+		return r
+	}, host)
+	if len(host) > 48 {
+		host = host[:48]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return fmt.Sprintf("%s-%s", host, hex.EncodeToString(b[:]))
+}
+
+// relayPublisher is the relay's Publisher: the broker, behind the cluster
+// claim in cluster mode.
+func (a *App) relayPublisher() relay.Publisher {
+	if a.claims == nil {
+		return a.broker
+	}
+	elsewhere := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_cluster_claimed_elsewhere_total",
+		Help: "Events stored here whose cluster claim another gateway holds: recorded, not published here.",
+	})
+	a.Registry.MustRegister(elsewhere)
+	return &relay.ClaimingPublisher{
+		Claims: a.claims, Next: a.broker, Store: a.store,
+		OnElsewhere: func(*store.Event, string) { elsewhere.Inc() },
+		Log:         a.log.With("component", "relay"),
+	}
+}
