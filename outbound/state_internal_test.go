@@ -24,7 +24,9 @@ func TestLocalState(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	var ds DeliveryState = newLocalState(st)
-	key := func(route string, seq int64) DeliveryKey { return DeliveryKey{Route: route, Seq: seq, Source: "s", EventID: "e"} }
+	key := func(route string, seq int64) DeliveryKey {
+		return DeliveryKey{Route: route, Seq: seq, Source: "s", EventID: "e"}
+	}
 
 	if !ds.TryClaim(ctx, key("a", 1)) || ds.TryClaim(ctx, key("a", 1)) {
 		t.Fatal("a second claim of (a, 1) while the first holds")
