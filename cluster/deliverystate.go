@@ -83,10 +83,10 @@ type record struct {
 	State    string `json:"state,omitempty"` // "": no round recorded in the cluster yet
 	Attempts int    `json:"attempts,omitempty"`
 	Rounds   int    `json:"rounds,omitempty"`
-	Next     int64  `json:"next,omitempty"`  // next attempt, unix ms (retrying)
+	Next     int64  `json:"next,omitempty"`   // next attempt, unix ms (retrying)
 	Status   int    `json:"status,omitempty"` // the last attempt's status
-	Owner    string `json:"owner,omitempty"` // the holder of the running round's lease
-	Lease    int64  `json:"lease,omitempty"` // the lease's end, unix ms
+	Owner    string `json:"owner,omitempty"`  // the holder of the running round's lease
+	Lease    int64  `json:"lease,omitempty"`  // the lease's end, unix ms
 }
 
 // Defaults of DeliveryStateConfig.
