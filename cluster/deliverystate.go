@@ -104,6 +104,9 @@ var ErrFenced = errors.New("cluster: the round's lease was taken over by another
 // claimPoll is how often Claim tries again.
 const claimPoll = 250 * time.Millisecond
 
+// bucketWait bounds making the bucket.
+const bucketWait = 30 * time.Second
+
 // NewDeliveryState returns the cluster delivery state over js, recording
 // every round in local too. The bucket is made at first use (and tried
 // again at each use until made).
@@ -204,26 +207,50 @@ func (r record) status(id int64) store.DeliveryStatus {
 	return ds
 }
 
-// bucket is the KV bucket, made if it is not yet.
+// bucket is the KV bucket, made if it is not yet: looked up, else
+// created, each try bounded by Wait, tried again within bucketWait (a
+// replicated bucket that several gateways create at once can take longer
+// than one request). An existing bucket is used as it is.
 func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	s.kvMu.Lock()
 	defer s.kvMu.Unlock()
 	if s.kv != nil {
 		return s.kv, nil
 	}
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
-		Bucket:      s.cfg.Bucket,
-		Description: "hookgate delivery states and round leases",
-		History:     1,
-		TTL:         s.cfg.TTL,
-		Replicas:    s.cfg.Replicas,
-		Storage:     natsjs.FileStorage,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
+	deadline := time.Now().Add(bucketWait)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+		kv, err := s.js.KeyValue(tctx, s.cfg.Bucket)
+		if errors.Is(err, natsjs.ErrBucketNotFound) {
+			kv, err = s.js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
+				Bucket:      s.cfg.Bucket,
+				Description: "hookgate delivery states and round leases",
+				History:     1,
+				TTL:         s.cfg.TTL,
+				Replicas:    s.cfg.Replicas,
+				Storage:     natsjs.FileStorage,
+			})
+		}
+		cancel()
+		if err == nil {
+			s.kv = kv
+			return kv, nil
+		}
+		if time.Now().After(deadline) || !sleep(ctx, claimPoll) {
+			return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
+		}
 	}
-	s.kv = kv
-	return kv, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // get reads a delivery's entry; found is false if there is none.
@@ -285,6 +312,10 @@ var errLeased = errors.New("cluster: a round runs under another lease")
 
 // claim writes this process's lease on key into c.
 func (s *DeliveryState) claim(ctx context.Context, route, key string, c *claim) error {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
 	cur, rev, found, err := s.get(ctx, key)
@@ -298,10 +329,6 @@ func (s *DeliveryState) claim(ctx context.Context, route, key string, c *claim) 
 	next := cur
 	next.Owner, next.Lease = s.cfg.Owner, now.Add(s.leaseOf(route)).UnixMilli()
 	data, err := json.Marshal(next)
-	if err != nil {
-		return err
-	}
-	kv, err := s.bucket(ctx)
 	if err != nil {
 		return err
 	}
@@ -383,10 +410,12 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 	if c != nil && c.rev != 0 {
 		rec = c.rec
 	} else {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
-		var err error
-		rec, _, _, err = s.get(rctx, key)
-		cancel()
+		_, err := s.bucket(ctx)
+		if err == nil {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+			rec, _, _, err = s.get(rctx, key)
+			cancel()
+		}
 		if err != nil {
 			return store.DeliveryStatus{}, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		}
