@@ -71,7 +71,9 @@ type DeliveryState struct {
 }
 
 // claim is a lease this process holds: the entry as it wrote it, and its
-// revision. rev is 0 while the claim is being made.
+// revision. rev is 0 while the claim is being made. Its fields are read
+// and written under DeliveryState.mu (a replay reads a status while a
+// round records).
 type claim struct {
 	rev      uint64
 	rec      record
@@ -104,8 +106,6 @@ var ErrFenced = errors.New("cluster: the round's lease was taken over by another
 // claimPoll is how often Claim tries again.
 const claimPoll = 250 * time.Millisecond
 
-// bucketWait bounds making the bucket.
-const bucketWait = 30 * time.Second
 
 // NewDeliveryState returns the cluster delivery state over js, recording
 // every round in local too. The bucket is made at first use (and tried
@@ -208,38 +208,32 @@ func (r record) status(id int64) store.DeliveryStatus {
 }
 
 // bucket is the KV bucket, made if it is not yet: looked up, else
-// created, each try bounded by Wait, tried again within bucketWait (a
-// replicated bucket that several gateways create at once can take longer
-// than one request). An existing bucket is used as it is.
+// created, each bounded by Wait. An existing bucket is used as it is. A
+// failure is tried again at the next use.
 func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	s.kvMu.Lock()
 	defer s.kvMu.Unlock()
 	if s.kv != nil {
 		return s.kv, nil
 	}
-	deadline := time.Now().Add(bucketWait)
-	for {
-		tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
-		kv, err := s.js.KeyValue(tctx, s.cfg.Bucket)
-		if errors.Is(err, natsjs.ErrBucketNotFound) {
-			kv, err = s.js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
-				Bucket:      s.cfg.Bucket,
-				Description: "hookgate delivery states and round leases",
-				History:     1,
-				TTL:         s.cfg.TTL,
-				Replicas:    s.cfg.Replicas,
-				Storage:     natsjs.FileStorage,
-			})
-		}
-		cancel()
-		if err == nil {
-			s.kv = kv
-			return kv, nil
-		}
-		if time.Now().After(deadline) || !sleep(ctx, claimPoll) {
-			return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
-		}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	kv, err := s.js.KeyValue(tctx, s.cfg.Bucket)
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		kv, err = s.js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
+			Bucket:      s.cfg.Bucket,
+			Description: "hookgate delivery states and round leases",
+			History:     1,
+			TTL:         s.cfg.TTL,
+			Replicas:    s.cfg.Replicas,
+			Storage:     natsjs.FileStorage,
+		})
 	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
+	}
+	s.kv = kv
+	return kv, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -343,7 +337,9 @@ func (s *DeliveryState) claim(ctx context.Context, route, key string, c *claim) 
 	case err != nil:
 		return fmt.Errorf("cluster: write delivery lease: %w", err)
 	}
+	s.mu.Lock()
 	c.rev, c.rec = rev, next
+	s.mu.Unlock()
 	return nil
 }
 
@@ -371,11 +367,15 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	s.mu.Lock()
 	c := s.held[key]
 	delete(s.held, key)
+	var rev uint64
+	var next record
+	if c != nil && !c.recorded {
+		rev, next = c.rev, c.rec
+	}
 	s.mu.Unlock()
-	if c == nil || c.rev == 0 || c.recorded {
+	if rev == 0 {
 		return
 	}
-	next := c.rec
 	next.Owner, next.Lease = "", 0
 	data, err := json.Marshal(next)
 	if err == nil {
@@ -383,7 +383,7 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 		defer cancel()
 		var kv natsjs.KeyValue
 		if kv, err = s.bucket(ctx); err == nil {
-			_, err = kv.Update(ctx, key, data, c.rev)
+			_, err = kv.Update(ctx, key, data, rev)
 		}
 	}
 	if err != nil {
@@ -405,11 +405,13 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 	key := Key(route, source, eventID)
 	s.mu.Lock()
 	c := s.held[key]
-	s.mu.Unlock()
+	held := c != nil && c.rev != 0
 	var rec record
-	if c != nil && c.rev != 0 {
+	if held {
 		rec = c.rec
-	} else {
+	}
+	s.mu.Unlock()
+	if !held {
 		_, err := s.bucket(ctx)
 		if err == nil {
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
@@ -436,20 +438,29 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	key := Key(d.Route, d.Source, d.EventID)
 	s.mu.Lock()
 	c := s.held[key]
+	var claimed record
+	var rev uint64
+	if c != nil {
+		claimed, rev = c.rec, c.rev
+	}
 	s.mu.Unlock()
-	if c == nil || c.rev == 0 {
+	if rev == 0 {
 		return errors.New("cluster: record delivery round: no claim held")
 	}
-	next := after(c.rec, d, len(attempts))
-	rev, kerr := s.write(ctx, key, next, c.rev)
+	next := after(claimed, d, len(attempts))
+	rev, kerr := s.write(ctx, key, next, rev)
 	lerr := s.local.RecordRound(ctx, d, attempts)
-	if errors.Is(kerr, ErrFenced) {
+	s.mu.Lock()
+	switch {
+	case kerr == nil:
+		c.rev, c.rec, c.recorded = rev, next, true
+	case errors.Is(kerr, ErrFenced):
 		c.recorded = true // the lease is another's: nothing to release
 	}
+	s.mu.Unlock()
 	if kerr != nil {
 		return kerr
 	}
-	c.rev, c.rec, c.recorded = rev, next, true
 	if lerr != nil {
 		return lerr
 	}
@@ -478,14 +489,8 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 			return next, nil
 		case errors.Is(err, natsjs.ErrKeyRevisionMismatch):
 			return 0, ErrFenced
-		case s.now().After(deadline) || ctx.Err() != nil:
+		case s.now().After(deadline) || !sleep(ctx, claimPoll):
 			return 0, fmt.Errorf("cluster: write delivery state: %w", err)
-		}
-		t := time.NewTimer(claimPoll)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
 		}
 	}
 }
