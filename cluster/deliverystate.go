@@ -106,7 +106,6 @@ var ErrFenced = errors.New("cluster: the round's lease was taken over by another
 // claimPoll is how often Claim tries again.
 const claimPoll = 250 * time.Millisecond
 
-
 // NewDeliveryState returns the cluster delivery state over js, recording
 // every round in local too. The bucket is made at first use (and tried
 // again at each use until made).
