@@ -80,6 +80,8 @@ func successes(ss []seen) (n int, last seen) {
 	return n, last
 }
 
+const apiToken = "cluster-test-token-0123456789"
+
 // startGateway runs a gateway in cluster mode on the NATS cluster, with
 // its own data_dir, and a route r to url whose requests carry X-Gw: name.
 func startGateway(t *testing.T, name string, urls []string, url string) *app.App {
@@ -89,11 +91,12 @@ listen: "127.0.0.1:0"
 data_dir: %q
 nats: {url: %q, replicas: 3}
 cluster: {enabled: true}
+api: {tokens: [%q]}
 sources:
   - {name: s, verify: none, id_field: id, type_field: type}
 routes:
   - {name: r, sources: [s], url: %q, headers: {X-Gw: %s}, retries: 0, timeout: 30s, schedule: [50ms, 50ms, 50ms], breaker_threshold: 0}
-`, t.TempDir(), strings.Join(urls, ","), url, name)
+`, t.TempDir(), strings.Join(urls, ","), apiToken, url, name)
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -141,22 +144,23 @@ func (p *publisher) publish(id string, copyN int) {
 	}
 }
 
-// drained waits until route r's consumer has nothing left to deliver or
-// awaiting an ack: every copy was handled.
+// drained waits until every copy was handled: the stream (interest
+// retention, route r the only consumer of its subjects) holds no message,
+// each acknowledged once it was delivered, or read as delivered or dead.
 func (p *publisher) drained() {
 	p.t.Helper()
-	gatewaytest.WaitFor(p.t, "route r's consumer drained", 90*time.Second, func() (bool, string) {
+	gatewaytest.WaitFor(p.t, "the stream drained", 90*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		c, err := p.js.Consumer(ctx, "HOOKGATE_EVENTS", "route_r")
+		st, err := p.js.Stream(ctx, "HOOKGATE_EVENTS")
 		if err != nil {
 			return false, err.Error()
 		}
-		ci, err := c.Info(ctx)
+		si, err := st.Info(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ci.NumPending == 0 && ci.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", ci.NumPending, ci.NumAckPending)
+		return si.State.Msgs == 0, fmt.Sprintf("%d messages", si.State.Msgs)
 	})
 }
 
@@ -273,5 +277,65 @@ func TestRoundCutShortTakenOver(t *testing.T) {
 	d, err := gws[other].Store().Delivery(context.Background(), "r", "s", "slow")
 	if err != nil || d.State != store.StateSucceeded {
 		t.Fatalf("%s's record: %+v, %v", other, d, err)
+	}
+}
+
+// A dead delivery is sent again only by an operator's retry, on the
+// gateway that recorded it; its success is then what every gateway reads.
+func TestOperatorRetryAcrossGateways(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	var mu sync.Mutex
+	gone := true
+	ds := newKeyed(t, func(*http.Request, string, int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if gone {
+			return http.StatusGone
+		}
+		return http.StatusOK
+	})
+	gws := []*app.App{startGateway(t, "a", urls, ds.URL), startGateway(t, "b", urls, ds.URL)}
+	p := newPublisher(t, urls)
+	p.publish("e1", 0)
+	p.drained()
+	p.publish("e1", 1) // another copy: dead, not sent again
+	p.drained()
+	if got := ds.of("e1"); len(got) != 1 {
+		t.Fatalf("requests before the retry: %+v, want 1", got)
+	}
+	var owner *app.App
+	var id int64
+	for _, g := range gws {
+		if d, err := g.Store().Delivery(context.Background(), "r", "s", "e1"); err == nil && d.State == store.StateDead {
+			owner, id = g, d.ID
+		}
+	}
+	if owner == nil {
+		t.Fatal("no gateway recorded the dead delivery")
+	}
+	mu.Lock()
+	gone = false
+	mu.Unlock()
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/deliveries/%d/retry", owner.Addr(), id), nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry answered %d", resp.StatusCode)
+	}
+	gatewaytest.WaitFor(t, "the retry's success", 30*time.Second, func() (bool, string) {
+		n, _ := successes(ds.of("e1"))
+		return n == 1, fmt.Sprintf("%+v", ds.of("e1"))
+	})
+	for c := 2; c < 5; c++ { // copies after the retry: read as succeeded wherever they go
+		p.publish("e1", c)
+	}
+	p.drained()
+	got := ds.of("e1")
+	if n, last := successes(got); n != 1 || len(got) != 2 || last.attempt != "2" {
+		t.Fatalf("requests %+v: want the dead one, then the retry's success as attempt 2", got)
 	}
 }
