@@ -188,6 +188,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 		Metrics:       outbound.NewMetrics(a.Registry),
 		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
+		State:         a.deliveryState(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
 		return err

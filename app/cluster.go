@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/relay"
 	"github.com/hookgate/hookgate/store"
 )
@@ -91,4 +92,21 @@ func (a *App) relayPublisher() relay.Publisher {
 		OnElsewhere: func(*store.Event, string) { elsewhere.Inc() },
 		Log:         a.log.With("component", "relay"),
 	}
+}
+
+// deliveryState is where deliveries stand: with cluster.enabled, the
+// cluster's JetStream KV bucket (one round of a delivery at a time across
+// the gateways); else nil, the engine's default (the store, claims in this
+// process).
+func (a *App) deliveryState() outbound.DeliveryState {
+	if !a.cfg.Cluster.Enabled {
+		return nil
+	}
+	b := a.broker
+	return cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cluster.DeliveryStateConfig{
+		Replicas: a.cfg.NATS.Replicas,
+		TTL:      a.cfg.Retention.Events,
+		Routes:   outboundRoutes(a.cfg.Routes),
+		Tasks:    outboundTasks(a.cfg.Tasks),
+	}, a.log.With("component", "cluster"))
 }

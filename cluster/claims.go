@@ -11,6 +11,11 @@
 // duplicate; and before publishing it, always (the relay's Publisher, see
 // relay.ClaimingPublisher), which is where an event accepted while NATS
 // was unreachable is claimed.
+//
+// The delivery state (DeliveryState) is the other shared part: where each
+// (route, event) stands, in a second KV bucket changed only by
+// compare-and-set, so that one round of a delivery runs at a time across
+// the gateways and a delivery finished anywhere is not run again.
 package cluster
 
 import (
@@ -69,6 +74,7 @@ type Claims struct {
 
 	mu     sync.Mutex
 	kv     natsjs.KeyValue
+	kvJS   natsjs.JetStream // the context kv was got from
 	recent map[string]Owner // key → holder, for claims this gateway made or saw
 	order  []string         // recent's keys, oldest first
 }
@@ -117,13 +123,13 @@ func (c *Claims) Ensure(ctx context.Context) error {
 }
 
 func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	js := c.cfg.JetStream()
 	c.mu.Lock()
-	kv := c.kv
+	kv, kvJS := c.kv, c.kvJS
 	c.mu.Unlock()
-	if kv != nil {
+	if kv != nil && kvJS == js {
 		return kv, nil
 	}
-	js := c.cfg.JetStream()
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
@@ -139,7 +145,7 @@ func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 		return nil, fmt.Errorf("cluster claims: bucket %s: %w", c.cfg.Bucket, err)
 	}
 	c.mu.Lock()
-	c.kv = kv
+	c.kv, c.kvJS = kv, js
 	c.mu.Unlock()
 	return kv, nil
 }

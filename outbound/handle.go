@@ -17,10 +17,10 @@ import (
 // handle runs one message of a route: it decides the message's fate
 // (running a round if one is due), then settles it.
 func (e *Engine) handle(ctx context.Context, r *route, msg natsjs.Msg) {
-	act, held := e.process(ctx, r, msg)
+	act, held, ok := e.process(ctx, r, msg)
 	e.settle(ctx, r, msg, act)
-	if held > 0 {
-		e.state.Release(r.cfg.Name, held)
+	if ok {
+		e.state.Release(held)
 	}
 }
 
@@ -67,35 +67,36 @@ func (e *Engine) handBack(ctx context.Context, msg natsjs.Msg) error {
 const handBackWait = 2 * time.Second
 
 // process decides a message's fate, running a round if one is due. It
-// returns the event whose round it claimed (0: none), to be released once
-// the message is settled.
-func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (action, int64) {
+// returns the delivery whose round it claimed (ok false: none), to be
+// released once the message is settled.
+func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act action, held DeliveryKey, ok bool) {
 	ev, ok := e.messageEnvelope(r, msg)
 	switch {
 	case !ok:
-		return actTerm, 0
+		return actTerm, held, false
 	case !r.matches(ev.source, ev.typ):
-		return actAck, 0
+		return actAck, held, false
 	case ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg):
-		return nakFor(stateRetry), 0
+		return nakFor(stateRetry), held, false
 	}
 	// One round per event at a time: a copy that comes while one runs
 	// comes back shortly, and then reads its outcome.
-	if !e.state.TryClaim(ctx, r.cfg.Name, ev.seq) {
-		return nakFor(roundRunningRetry), 0
+	k := ev.key(r)
+	if !e.state.TryClaim(ctx, k) {
+		return nakFor(roundRunningRetry), held, false
 	}
 	prev, err := e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	if errors.Is(err, store.ErrOtherEvent) {
-		e.state.Release(r.cfg.Name, ev.seq)
+		e.state.Release(k)
 		if !e.adopt(ctx, r, &ev, msg) {
-			return nakFor(stateRetry), 0
+			return nakFor(stateRetry), held, false
 		}
-		if !e.state.TryClaim(ctx, r.cfg.Name, ev.seq) {
-			return nakFor(roundRunningRetry), 0
+		if k = ev.key(r); !e.state.TryClaim(ctx, k) {
+			return nakFor(roundRunningRetry), held, false
 		}
 		prev, err = e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	}
-	return e.runDue(ctx, r, ev, msg, prev, err), ev.seq
+	return e.runDue(ctx, r, ev, msg, prev, err), k, true
 }
 
 // runDue runs a round of ev if its stored status (prev, or the read's

@@ -245,6 +245,11 @@ type envelope struct {
 	headers     map[string]string
 }
 
+// key is ev's delivery on r.
+func (ev *envelope) key(r *route) DeliveryKey {
+	return DeliveryKey{Route: r.cfg.Name, Seq: ev.seq, Source: ev.source, EventID: ev.id}
+}
+
 // envelopeOf reads an event from a stored event or a message's parts. ok
 // is false for a task whose body is not a task request.
 func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (envelope, bool) {
@@ -301,10 +306,11 @@ func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
 // was recorded while it waited, it goes on from that record; a retry
 // (resend false) of a delivery that has now succeeded is not sent.
 func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
-	if !e.state.Claim(e.roundCtx, r.cfg.Name, ev.seq) {
+	k := ev.key(r)
+	if !e.state.Claim(e.roundCtx, k) {
 		return
 	}
-	defer e.state.Release(r.cfg.Name, ev.seq)
+	defer e.state.Release(k)
 	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):

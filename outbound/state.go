@@ -10,23 +10,32 @@ import (
 // DeliveryState is where each (route, event) delivery stands: read before
 // a round, claimed for the round, and the round's outcome recorded after
 // it. The default keeps it in the store with claims held in this process;
-// cluster mode will keep it in JetStream KV, claims included, so that one
-// round of a (route, event) runs at a time across processes.
+// cluster mode (package cluster) keeps it in JetStream KV, claims
+// included, so that one round of a (route, event) runs at a time across
+// processes.
 type DeliveryState interface {
 	// Status is the delivery of event seq (source, eventID) to route:
 	// store.ErrNotFound if there is none yet, store.ErrOtherEvent if seq
 	// is not that event's.
 	Status(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
-	// TryClaim claims the next round of (route, seq), or reports false
-	// while another round of it runs.
-	TryClaim(ctx context.Context, route string, seq int64) bool
+	// TryClaim claims the next round of k, or reports false while another
+	// round of it runs (or the claim cannot be made).
+	TryClaim(ctx context.Context, k DeliveryKey) bool
 	// Claim waits for the claim; false if ctx ends first.
-	Claim(ctx context.Context, route string, seq int64) bool
+	Claim(ctx context.Context, k DeliveryKey) bool
 	// Release ends a claim.
-	Release(route string, seq int64)
+	Release(k DeliveryKey)
 	// Record commits a round's outcome and attempts (setting d's ID and
 	// Attempts) before its message is settled.
 	Record(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error
+}
+
+// DeliveryKey names a delivery: its route and event, by the event's intake
+// sequence in this store and by its identity, the same in every store.
+type DeliveryKey struct {
+	Route           string
+	Seq             int64
+	Source, EventID string
 }
 
 // StatusRecorder is what the default DeliveryState needs of the store.
@@ -55,15 +64,15 @@ func (l *localState) Record(ctx context.Context, d *store.Delivery, attempts []s
 	return l.st.RecordRound(ctx, d, attempts)
 }
 
-func (l *localState) TryClaim(_ context.Context, route string, seq int64) bool {
-	return l.of(route).tryStart(eventKey(seq))
+func (l *localState) TryClaim(_ context.Context, k DeliveryKey) bool {
+	return l.of(k.Route).tryStart(eventKey(k.Seq))
 }
 
-func (l *localState) Claim(ctx context.Context, route string, seq int64) bool {
-	return l.of(route).start(ctx, eventKey(seq))
+func (l *localState) Claim(ctx context.Context, k DeliveryKey) bool {
+	return l.of(k.Route).start(ctx, eventKey(k.Seq))
 }
 
-func (l *localState) Release(route string, seq int64) { l.of(route).done(eventKey(seq)) }
+func (l *localState) Release(k DeliveryKey) { l.of(k.Route).done(eventKey(k.Seq)) }
 
 // of is route's claims.
 func (l *localState) of(route string) *inflight {

@@ -24,20 +24,23 @@ func TestLocalState(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	var ds DeliveryState = newLocalState(st)
+	key := func(route string, seq int64) DeliveryKey {
+		return DeliveryKey{Route: route, Seq: seq, Source: "s", EventID: "e"}
+	}
 
-	if !ds.TryClaim(ctx, "a", 1) || ds.TryClaim(ctx, "a", 1) {
+	if !ds.TryClaim(ctx, key("a", 1)) || ds.TryClaim(ctx, key("a", 1)) {
 		t.Fatal("a second claim of (a, 1) while the first holds")
 	}
-	if !ds.TryClaim(ctx, "b", 1) || !ds.TryClaim(ctx, "a", 2) {
+	if !ds.TryClaim(ctx, key("b", 1)) || !ds.TryClaim(ctx, key("a", 2)) {
 		t.Fatal("claims of another route or event must not wait")
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if ds.Claim(short, "a", 1) {
+	if ds.Claim(short, key("a", 1)) {
 		t.Fatal("Claim of a held round returned true before its release")
 	}
-	ds.Release("a", 1)
-	if !ds.Claim(ctx, "a", 1) {
+	ds.Release(key("a", 1))
+	if !ds.Claim(ctx, key("a", 1)) {
 		t.Fatal("Claim after release failed")
 	}
 

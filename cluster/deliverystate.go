@@ -1,0 +1,501 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// DeliveryStateConfig configures NewDeliveryState; zero values take the
+// stated defaults.
+type DeliveryStateConfig struct {
+	// Bucket is the KV bucket of delivery states. Default
+	// "HOOKGATE_DELIVERIES".
+	Bucket string
+	// Replicas of the bucket. Default 1.
+	Replicas int
+	// TTL is how long a delivery's state is kept after its last change:
+	// at least twice the longest schedule step of Routes and Tasks (a
+	// delivery waiting for its next round is never forgotten). Default
+	// 720h.
+	TTL time.Duration
+	// Owner names this process in the leases it holds. Default
+	// "<hostname>:<pid>:<start, unix ms>".
+	Owner string
+	// Routes and Tasks bound each route's rounds: a round's lease is its
+	// longest run (LeaseFor) plus LeaseMargin.
+	Routes []outbound.Route
+	Tasks  *outbound.Tasks
+	// LeaseMargin is added to a round's longest run. Default 30s.
+	LeaseMargin time.Duration
+	// Wait bounds each KV request; a claim not made within it is not made.
+	// Default 5s.
+	Wait time.Duration
+}
+
+// DeliveryState is an outbound.DeliveryState shared by every gateway of a
+// cluster: each delivery's state, attempts, rounds and the lease of its
+// running round live in one JetStream KV entry, changed only by
+// compare-and-set on its revision. A round runs only under a lease this
+// process wrote; its outcome is written with the revision of that lease
+// (a fencing token), so a gateway whose lease another took over cannot
+// overwrite what the other recorded. Every round is also recorded in the
+// local store, where it ran.
+type DeliveryState struct {
+	js     func() natsjs.JetStream // the broker's current one
+	local  outbound.StatusRecorder
+	cfg    DeliveryStateConfig
+	leases map[string]time.Duration // by route
+	lease  time.Duration            // of a route not in leases
+	log    *slog.Logger
+	now    func() time.Time
+
+	kvMu sync.Mutex
+	kv   natsjs.KeyValue // nil until the bucket is made
+	kvJS natsjs.JetStream // the context kv was got from
+
+	mu   sync.Mutex
+	held map[string]*claim // by KV key
+}
+
+// claim is a lease this process holds: the entry as it wrote it, and its
+// revision. rev is 0 while the claim is being made. Its fields are read
+// and written under DeliveryState.mu (a replay reads a status while a
+// round records).
+type claim struct {
+	rev      uint64
+	rec      record
+	recorded bool // the round's outcome was written, ending the lease
+}
+
+// record is a delivery's KV entry.
+type record struct {
+	State    string `json:"state,omitempty"` // "": no round recorded in the cluster yet
+	Attempts int    `json:"attempts,omitempty"`
+	Rounds   int    `json:"rounds,omitempty"`
+	Next     int64  `json:"next,omitempty"`   // next attempt, unix ms (retrying)
+	Status   int    `json:"status,omitempty"` // the last attempt's status
+	Owner    string `json:"owner,omitempty"`  // the holder of the running round's lease
+	Lease    int64  `json:"lease,omitempty"`  // the lease's end, unix ms
+}
+
+// Defaults of DeliveryStateConfig.
+const (
+	DefaultBucket      = "HOOKGATE_DELIVERIES"
+	DefaultTTL         = 720 * time.Hour
+	DefaultLeaseMargin = 30 * time.Second
+	DefaultWait        = 5 * time.Second
+)
+
+// ErrFenced is Record's error when the round's lease was taken over: its
+// outcome is recorded locally only.
+var ErrFenced = errors.New("cluster: the round's lease was taken over by another gateway")
+
+// claimPoll is how often Claim tries again.
+const claimPoll = 250 * time.Millisecond
+
+// NewDeliveryState returns the cluster delivery state over js (called at
+// each use: the broker's current context, which changes when the broker
+// connects anew), recording every round in local too. The bucket is made at first use (and tried
+// again at each use until made).
+func NewDeliveryState(js func() natsjs.JetStream, local outbound.StatusRecorder, cfg DeliveryStateConfig, log *slog.Logger) *DeliveryState {
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = host + ":" + strconv.Itoa(os.Getpid()) + ":" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	}
+	if cfg.LeaseMargin <= 0 {
+		cfg.LeaseMargin = DefaultLeaseMargin
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultWait
+	}
+	s := &DeliveryState{js: js, local: local, cfg: cfg, leases: map[string]time.Duration{}, log: log,
+		now: time.Now, held: map[string]*claim{}}
+	s.lease = LeaseFor(outbound.Route{}) + cfg.LeaseMargin
+	var longest time.Duration
+	for _, r := range cfg.Routes {
+		s.leases[r.Name] = LeaseFor(r) + cfg.LeaseMargin
+		longest = max(longest, longestStep(r.Schedule))
+	}
+	if t := cfg.Tasks; t != nil {
+		s.leases[outbound.TaskRoute] = LeaseFor(outbound.Route{Timeout: t.Timeout, Retries: t.Retries,
+			RetryWaitMax: t.RetryWaitMax}) + cfg.LeaseMargin
+		longest = max(longest, longestStep(t.Schedule))
+	}
+	s.cfg.TTL = max(s.cfg.TTL, 2*longest)
+	return s
+}
+
+// LeaseFor is the longest a round of r runs: every attempt timing out,
+// with the longest wait between them (Timeout × (Retries+1) + RetryWaitMax
+// × Retries), defaults filled in.
+func LeaseFor(r outbound.Route) time.Duration {
+	timeout, waitMax := r.Timeout, r.RetryWaitMax
+	if timeout <= 0 {
+		timeout = outbound.DefaultTimeout
+	}
+	if waitMax <= 0 {
+		waitMax = outbound.DefaultRetryWaitMax
+	}
+	retries := max(r.Retries, 0)
+	return timeout*time.Duration(retries+1) + waitMax*time.Duration(retries)
+}
+
+func longestStep(schedule []time.Duration) time.Duration {
+	if schedule == nil {
+		schedule = outbound.DefaultSchedule()
+	}
+	var m time.Duration
+	for _, d := range schedule {
+		m = max(m, d)
+	}
+	return m
+}
+
+// DeliveryKey is the KV key of a delivery: its route and its Idempotency-Key,
+// which stands for (route, source, event ID) in KV's key alphabet.
+func DeliveryKey(route, source, eventID string) string {
+	return route + "." + outbound.IdempotencyKey(route, source, eventID)
+}
+
+// claimable decides whether a round may be claimed on an entry (found
+// false: no entry): when no lease is running, or the running one is this
+// owner's (left by a release that could not be written) or has ended.
+// The claim is then written by compare-and-set on the entry's revision.
+func claimable(cur record, found bool, owner string, now time.Time) bool {
+	return !found || cur.Owner == "" || cur.Owner == owner || now.UnixMilli() >= cur.Lease
+}
+
+// after is the entry a round's outcome writes over the claimed one:
+// where the delivery stands, its attempts in the whole cluster, and no
+// lease.
+func after(claimed record, d *store.Delivery, attempts int) record {
+	r := record{State: d.State, Attempts: claimed.Attempts + attempts, Rounds: d.Rounds, Status: d.LastStatus}
+	if !d.NextAttemptAt.IsZero() {
+		r.Next = d.NextAttemptAt.UnixMilli()
+	}
+	return r
+}
+
+// status is where an entry says the delivery stands.
+func (r record) status(id int64) store.DeliveryStatus {
+	ds := store.DeliveryStatus{ID: id, State: r.State, Attempts: r.Attempts, Rounds: r.Rounds}
+	if r.Next != 0 {
+		ds.NextAttemptAt = time.UnixMilli(r.Next)
+	}
+	return ds
+}
+
+// bucket is the KV bucket, made if it is not yet: looked up, else
+// created, each bounded by Wait. An existing bucket is used as it is. A
+// failure is tried again at the next use.
+func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	s.kvMu.Lock()
+	defer s.kvMu.Unlock()
+	js := s.js()
+	if s.kv != nil && s.kvJS == js {
+		return s.kv, nil
+	}
+	if js == nil {
+		return nil, errors.New("cluster: delivery state: not connected to nats")
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	kv, err := js.KeyValue(tctx, s.cfg.Bucket)
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
+			Bucket:      s.cfg.Bucket,
+			Description: "hookgate delivery states and round leases",
+			History:     1,
+			TTL:         s.cfg.TTL,
+			Replicas:    s.cfg.Replicas,
+			Storage:     natsjs.FileStorage,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
+	}
+	s.kv, s.kvJS = kv, js
+	return kv, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// get reads a delivery's entry; found is false if there is none.
+func (s *DeliveryState) get(ctx context.Context, key string) (rec record, rev uint64, found bool, err error) {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return rec, 0, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return rec, 0, false, nil
+	case err != nil:
+		return rec, 0, false, fmt.Errorf("cluster: read delivery state: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		// Unreadable: taken as no state, so it can be claimed and written over.
+		s.log.Warn("unreadable cluster delivery state; written over", "key", key, "err", err)
+		rec = record{}
+	}
+	return rec, e.Revision(), true, nil
+}
+
+func (s *DeliveryState) leaseOf(route string) time.Duration {
+	if d, ok := s.leases[route]; ok {
+		return d
+	}
+	return s.lease
+}
+
+// TryClaim claims the next round of k in the cluster: false while a
+// round of it runs here or under another gateway's unexpired lease, and
+// when the bucket cannot be reached (no round runs without the claim).
+func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bool {
+	key := DeliveryKey(k.Route, k.Source, k.EventID)
+	s.mu.Lock()
+	if _, busy := s.held[key]; busy {
+		s.mu.Unlock()
+		return false
+	}
+	c := &claim{}
+	s.held[key] = c
+	s.mu.Unlock()
+	if err := s.claim(ctx, k.Route, key, c); err != nil {
+		s.mu.Lock()
+		delete(s.held, key)
+		s.mu.Unlock()
+		if !errors.Is(err, errLeased) {
+			s.log.Warn("cannot claim a delivery round in the cluster; it waits", "route", k.Route,
+				"source", k.Source, "event_id", k.EventID, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// errLeased: another gateway's round runs.
+var errLeased = errors.New("cluster: a round runs under another lease")
+
+// claim writes this process's lease on key into c.
+func (s *DeliveryState) claim(ctx context.Context, route, key string, c *claim) error {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	cur, rev, found, err := s.get(ctx, key)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	if !claimable(cur, found, s.cfg.Owner, now) {
+		return errLeased
+	}
+	next := cur
+	next.Owner, next.Lease = s.cfg.Owner, now.Add(s.leaseOf(route)).UnixMilli()
+	data, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if found {
+		rev, err = kv.Update(ctx, key, data, rev)
+	} else {
+		rev, err = kv.Create(ctx, key, data)
+	}
+	switch {
+	case errors.Is(err, natsjs.ErrKeyExists), errors.Is(err, natsjs.ErrKeyRevisionMismatch):
+		return errLeased // another claimed it first
+	case err != nil:
+		return fmt.Errorf("cluster: write delivery lease: %w", err)
+	}
+	s.mu.Lock()
+	c.rev, c.rec = rev, next
+	s.mu.Unlock()
+	return nil
+}
+
+// Claim waits for the claim of k; false if ctx ends first.
+func (s *DeliveryState) Claim(ctx context.Context, k outbound.DeliveryKey) bool {
+	t := time.NewTicker(claimPoll)
+	defer t.Stop()
+	for {
+		if s.TryClaim(ctx, k) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// Release ends a claim: the lease is cleared by compare-and-set, unless
+// the round's outcome already cleared it. A release that cannot be
+// written leaves the lease to end by itself.
+func (s *DeliveryState) Release(k outbound.DeliveryKey) {
+	key := DeliveryKey(k.Route, k.Source, k.EventID)
+	s.mu.Lock()
+	c := s.held[key]
+	delete(s.held, key)
+	var rev uint64
+	var next record
+	if c != nil && !c.recorded {
+		rev, next = c.rev, c.rec
+	}
+	s.mu.Unlock()
+	if rev == 0 {
+		return
+	}
+	next.Owner, next.Lease = "", 0
+	data, err := json.Marshal(next)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
+		defer cancel()
+		var kv natsjs.KeyValue
+		if kv, err = s.bucket(ctx); err == nil {
+			_, err = kv.Update(ctx, key, data, rev)
+		}
+	}
+	if err != nil {
+		s.log.Warn("cannot release a delivery lease; it ends by itself", "route", k.Route,
+			"source", k.Source, "event_id", k.EventID, "err", err)
+	}
+}
+
+// Status is where the cluster says the delivery stands, with this store's
+// delivery ID: the entry as claimed if this process holds the claim, else
+// as read. With no round recorded in the cluster, it is the local record
+// (store.ErrNotFound if none). store.ErrOtherEvent comes from the local
+// store (seq is not the event's here).
+func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error) {
+	local, lerr := s.local.DeliveryStatus(ctx, route, seq, source, eventID)
+	if lerr != nil && !errors.Is(lerr, store.ErrNotFound) {
+		return local, lerr
+	}
+	key := DeliveryKey(route, source, eventID)
+	s.mu.Lock()
+	c := s.held[key]
+	held := c != nil && c.rev != 0
+	var rec record
+	if held {
+		rec = c.rec
+	}
+	s.mu.Unlock()
+	if !held {
+		_, err := s.bucket(ctx)
+		if err == nil {
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+			rec, _, _, err = s.get(rctx, key)
+			cancel()
+		}
+		if err != nil {
+			return store.DeliveryStatus{}, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+	}
+	if rec.State == "" {
+		return local, lerr
+	}
+	return rec.status(local.ID), nil
+}
+
+// Record writes a round's outcome over the claim by compare-and-set on
+// the claim's revision, trying again within Wait while the bucket cannot
+// be reached, and records the round in the local store in any case. If
+// the lease was taken over (ErrFenced) or the entry could not be written,
+// it returns the error: the message comes back and reads the cluster's
+// state. d.Attempts is set to the attempts of the whole cluster.
+func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts []store.Attempt) error {
+	key := DeliveryKey(d.Route, d.Source, d.EventID)
+	s.mu.Lock()
+	c := s.held[key]
+	var claimed record
+	var rev uint64
+	if c != nil {
+		claimed, rev = c.rec, c.rev
+	}
+	s.mu.Unlock()
+	if rev == 0 {
+		return errors.New("cluster: record delivery round: no claim held")
+	}
+	next := after(claimed, d, len(attempts))
+	rev, kerr := s.write(ctx, key, next, rev)
+	lerr := s.local.RecordRound(ctx, d, attempts)
+	s.mu.Lock()
+	switch {
+	case kerr == nil:
+		c.rev, c.rec, c.recorded = rev, next, true
+	case errors.Is(kerr, ErrFenced):
+		c.recorded = true // the lease is another's: nothing to release
+	}
+	s.mu.Unlock()
+	if kerr != nil {
+		return kerr
+	}
+	if lerr != nil {
+		return lerr
+	}
+	d.Attempts = next.Attempts
+	return nil
+}
+
+// write updates key to rec over revision rev, trying again for Wait while
+// the bucket cannot be reached.
+func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev uint64) (uint64, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	deadline := s.now().Add(s.cfg.Wait)
+	for {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+		var kv natsjs.KeyValue
+		var next uint64
+		if kv, err = s.bucket(wctx); err == nil {
+			next, err = kv.Update(wctx, key, data, rev)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, natsjs.ErrKeyRevisionMismatch):
+			return 0, ErrFenced
+		case s.now().After(deadline) || !sleep(ctx, claimPoll):
+			return 0, fmt.Errorf("cluster: write delivery state: %w", err)
+		}
+	}
+}
+
+var _ outbound.DeliveryState = (*DeliveryState)(nil)
