@@ -62,7 +62,7 @@ type DeliveryState struct {
 	now    func() time.Time
 
 	kvMu sync.Mutex
-	kv   natsjs.KeyValue // nil until the bucket is made
+	kv   natsjs.KeyValue  // nil until the bucket is made
 	kvJS natsjs.JetStream // the context kv was got from
 
 	mu   sync.Mutex
