@@ -287,6 +287,16 @@ func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
 			}
 			b.renewedAt = time.Now()
 			b.connMu.Unlock()
+			if l.nc.IsClosed() {
+				// Closed before it took old's place, so its ClosedHandler
+				// found it not current and left it: replace it too. (Should
+				// the handler also start a renewal, the one that loses the
+				// swap closes what it dialled.)
+				old = l
+				wait = min(max(2*wait, renewMinWait), renewMaxWait)
+				b.log.Warn("nats: the new connection was closed at once; retrying", "err", l.nc.LastError(), "in", wait)
+				continue
+			}
 			if b.srv != nil {
 				b.log.Info("nats connected anew to the embedded server")
 			} else {
