@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -58,6 +59,7 @@ type App struct {
 	served        chan error
 	pruner        *store.Pruner
 	outboxAge     *outboxAge
+	stopping      atomic.Bool // /readyz fails once set
 
 	running  []service // started, in order; Stop stops them in reverse
 	stopOnce sync.Once
@@ -315,6 +317,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 
 // stopHTTP stops taking requests and answers those in flight.
 func (a *App) stopHTTP(ctx context.Context) error {
+	a.stopping.Store(true)
 	// Connections that never sent a request would hold the shutdown until
 	// its deadline: close them as it runs.
 	stopSweep := make(chan struct{})

@@ -11,7 +11,7 @@ import (
 // external server (through a proxy that sends an -ERR nats.go does not
 // know) and with the embedded one (the connection closed under the
 // broker). The broker connects anew; the relay publishes, the routes
-// deliver, and /readyz is 200 again, without a restart.
+// deliver, and /readyz/delivery is 200 again, without a restart.
 func TestBrokerConnectsAnewAfterClosed(t *testing.T) {
 	for _, external := range []bool{true, false} {
 		t.Run(map[bool]string{true: "external", false: "embedded"}[external], func(t *testing.T) {
@@ -51,8 +51,8 @@ routes:
 				}
 			}
 			waitFor(t, "25 delivered", func() (bool, string) { n := delivered(); return n == 25, fmt.Sprint(n) })
-			waitFor(t, "/readyz 200 again", func() (bool, string) {
-				code, r := ready(t, a)
+			waitFor(t, "/readyz/delivery 200 again", func() (bool, string) {
+				code, r := delivery(t, a)
 				return code == 200, fmt.Sprintf("%d %+v", code, r)
 			})
 		})

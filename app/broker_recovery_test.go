@@ -37,9 +37,10 @@ func countingDownstream(t *testing.T) (*httptest.Server, func() int) {
 }
 
 // The JetStream store's disk fills up and is freed again while the gateway
-// runs: /readyz fails once the oldest unpublished event is older than
-// nats.outbox_max_age, naming its age, and the age is exported; publishing
-// resumes without a restart, and /readyz is 200 again.
+// runs: /readyz/delivery fails once the oldest unpublished event is older
+// than nats.outbox_max_age, naming its age, and the age is exported;
+// publishing resumes without a restart, and /readyz/delivery is 200 again;
+// /readyz is 200 throughout (the gateway takes events).
 func TestBrokerRecoversFromFullDisk(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "js")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -75,13 +76,16 @@ routes:
 			t.Fatalf("post: %d %s", code, body)
 		}
 	}
-	waitFor(t, "/readyz 503 on the outbox's age", func() (bool, string) {
-		code, r := ready(t, a)
+	waitFor(t, "/readyz/delivery 503 on the outbox's age", func() (bool, string) {
+		code, r := delivery(t, a)
 		c := r.check("outbox")
 		return code == 503 && !c.OK && strings.Contains(c.Reason, "old"), fmt.Sprintf("%d %+v", code, r)
 	})
 	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age < 2 {
-		t.Fatalf("hookgate_outbox_oldest_age_seconds = %v while /readyz says it is over 2s", age)
+		t.Fatalf("hookgate_outbox_oldest_age_seconds = %v while /readyz/delivery says it is over 2s", age)
+	}
+	if code, r := ready(t, a); code != 200 {
+		t.Fatalf("/readyz while the JetStream disk is full = %d %+v, want 200 (SQLite takes events)", code, r)
 	}
 	t.Logf("while full: %d delivered", delivered())
 	if err := os.Remove(filler); err != nil {
@@ -93,8 +97,8 @@ routes:
 		}
 	}
 	waitFor(t, "30 delivered", func() (bool, string) { n := delivered(); return n == 30, fmt.Sprint(n) })
-	waitFor(t, "/readyz 200 again", func() (bool, string) {
-		code, r := ready(t, a)
+	waitFor(t, "/readyz/delivery 200 again", func() (bool, string) {
+		code, r := delivery(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age != 0 {
@@ -177,13 +181,13 @@ routes:
 	}
 	waitFor(t, "25 delivered", func() (bool, string) { n := delivered(); return n == 25, fmt.Sprint(n) })
 	waitFor(t, "ready", func() (bool, string) {
-		code, r := ready(t, a)
+		code, r := delivery(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 }
 
 // The events stream is deleted while no event arrives: the idle relay
-// notices, creates it again with its consumers, and /readyz is 200 again
+// notices, creates it again with its consumers, and /readyz/delivery is 200 again
 // without a restart and without waiting for the next event.
 func TestStreamDeletedWhileIdle(t *testing.T) {
 	ds, delivered := countingDownstream(t)
@@ -202,11 +206,11 @@ routes:
 		t.Fatal(err)
 	}
 	waitFor(t, "not ready", func() (bool, string) {
-		code, r := ready(t, a)
+		code, r := delivery(t, a)
 		return code == 503, fmt.Sprintf("%d %+v", code, r)
 	})
 	waitFor(t, "ready again", func() (bool, string) {
-		code, r := ready(t, a)
+		code, r := delivery(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 	if code, body := postStripe(t, a, "evt_after"); code != 200 {

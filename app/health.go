@@ -10,22 +10,49 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // registerOps mounts the operational endpoints, none of which takes the
-// API token: GET /healthz, GET /readyz and GET /metrics (behind
-// metrics.token when set).
+// API token: GET /healthz, GET /readyz (this gateway takes events: what a
+// load balancer probes), GET /readyz/delivery (the events it takes reach
+// NATS and its routes' consumers) and GET /metrics (behind metrics.token
+// when set).
 func (a *App) registerOps(r fiber.Router) {
-	ready := &readiness{a: a, probe: &writeProbe{
+	probe := &writeProbe{
 		write: func(ctx context.Context) error {
 			return a.store.SetMeta(ctx, "readyz_write_probe", time.Now().UTC().Format(time.RFC3339Nano))
 		},
 		every:   readyWriteEvery,
 		timeout: readyTimeout,
-	}}
+	}
 	r.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	r.Get("/readyz", ready.serve)
+	r.Get("/readyz", func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+		defer cancel()
+		checks := []check{
+			result("store", probe.check(ctx)),
+			result("shutdown", a.stoppingErr()),
+		}
+		return writeChecks(c, checks, nil, "ready", "not_ready")
+	})
+	r.Get("/readyz/delivery", func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+		defer cancel()
+		checks, routes := a.deliveryChecks(ctx)
+		return writeChecks(c, checks, routes, "delivering", "not_delivering")
+	})
 	r.Get("/metrics", a.metricsHandler())
+	b := a.broker
+	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookgate_nats_connected",
+		Help: "1 while the gateway is connected to NATS, else 0 (the nats check of /readyz/delivery).",
+	}, func() float64 {
+		if nc := b.Conn(); nc != nil && nc.IsConnected() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 const (
@@ -36,36 +63,36 @@ const (
 	readyTimeout = 2 * time.Second
 )
 
-// check is one line of a /readyz answer.
+// check is one line of a /readyz or /readyz/delivery answer.
 type check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Reason string `json:"reason,omitempty"`
 }
 
-// routeState is a route's delivery state in a /readyz answer (detail only:
-// a paused route does not make the gateway unready).
+func result(name string, err error) check {
+	ch := check{Name: name, OK: err == nil}
+	if err != nil {
+		ch.Reason = err.Error()
+	}
+	return ch
+}
+
+// routeState is a route's delivery state in a /readyz/delivery answer
+// (detail only: a paused route does not fail it).
 type routeState struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
 }
 
-type readiness struct {
-	a     *App
-	probe *writeProbe
-}
-
-// serve answers 200 when SQLite takes writes, NATS is connected, the
-// events stream exists and so does every route's consumer; else 503. The
-// body lists every check with the reason of each failure.
-func (r *readiness) serve(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
-	defer cancel()
-	checks, routes := r.run(ctx)
-	status, code := "ready", http.StatusOK
+// writeChecks answers 200 with status ok when every check passed, else 503 with
+// status failed; the body lists every check with the reason of each
+// failure.
+func writeChecks(c *fiber.Ctx, checks []check, routes []routeState, ok, failed string) error {
+	status, code := ok, http.StatusOK
 	for _, ch := range checks {
 		if !ch.OK {
-			status, code = "not_ready", http.StatusServiceUnavailable
+			status, code = failed, http.StatusServiceUnavailable
 			break
 		}
 	}
@@ -77,17 +104,20 @@ func (r *readiness) serve(c *fiber.Ctx) error {
 	return c.Status(code).JSON(body)
 }
 
-func (r *readiness) run(ctx context.Context) ([]check, []routeState) {
-	var checks []check
-	add := func(name string, err error) {
-		ch := check{Name: name, OK: err == nil}
-		if err != nil {
-			ch.Reason = err.Error()
-		}
-		checks = append(checks, ch)
+// stoppingErr fails once the gateway has begun to stop.
+func (a *App) stoppingErr() error {
+	if a.stopping.Load() {
+		return errors.New("shutting down: no longer taking events")
 	}
-	a := r.a
-	add("store", r.probe.check(ctx))
+	return nil
+}
+
+// deliveryChecks are /readyz/delivery's: the outbox's oldest event is at
+// most nats.outbox_max_age old, NATS is connected, the events stream
+// exists (and, embedded, is healthy) and so does every route's consumer.
+func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
+	var checks []check
+	add := func(name string, err error) { checks = append(checks, result(name, err)) }
 	add("outbox", a.outboxAge.check(a.cfg.NATS.OutboxMaxAge))
 
 	b := a.broker

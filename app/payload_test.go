@@ -120,8 +120,8 @@ routes:
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	srv = runNATSPayload(t, port, dir, 64<<10)
-	waitFor(t, "ready again", func() (bool, string) {
-		code, r := ready(t, a)
+	waitFor(t, "delivering again", func() (bool, string) {
+		code, r := delivery(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 	if code, body := postPadded(t, a, "evt_big", 200<<10); code != 200 {
@@ -159,16 +159,16 @@ routes:
 	if got := value(scrape(t, a, ""), "hookgate_outbox_parked_total"); got != 1 {
 		t.Fatalf("hookgate_outbox_parked_total = %v, want 1", got)
 	}
-	if code, r := ready(t, a); code != 200 {
-		t.Fatalf("/readyz with a parked event = %d %+v, want 200 (it no longer holds anything up)", code, r)
+	if code, r := delivery(t, a); code != 200 {
+		t.Fatalf("/readyz/delivery with a parked event = %d %+v, want 200 (it no longer holds anything up)", code, r)
 	}
 
 	// The server takes 1 MiB again; the operator puts the event back.
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	runNATSPayload(t, port, dir, 1<<20)
-	waitFor(t, "ready again", func() (bool, string) {
-		code, r := ready(t, a)
+	waitFor(t, "delivering again", func() (bool, string) {
+		code, r := delivery(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/outbox/parked/%d/requeue", a.Addr(), p.Data[0].Seq), nil)
