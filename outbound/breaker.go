@@ -10,7 +10,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Route states, as GET /v1/routes and /readyz show them.
+// Route states, as GET /v1/routes and /readyz/delivery show them.
 const (
 	RouteActive  = "active"  // delivering
 	RouteOpen    = "open"    // breaker open: paused after a run of failures

@@ -11,9 +11,10 @@ import (
 // Scenario 10: the embedded JetStream store on an 8 MiB tmpfs (SQLite is
 // not), filled to the last byte under load, then freed. The stream's
 // store fails a write and refuses every write after it until it is
-// loaded again; intake keeps answering 2xx (SQLite is the record) and
-// /readyz 503. Without a restart, the relay creates the stream again, and
-// every acknowledged event is delivered under its one key.
+// loaded again; intake keeps answering 2xx (SQLite is the record), /readyz
+// stays 200 and /readyz/delivery is 503. Without a restart, the relay
+// creates the stream again, and every acknowledged event is delivered
+// under its one key.
 func TestJetStreamDiskFull(t *testing.T) {
 	t.Parallel()
 	mnt := filepath.Join(t.TempDir(), "js")
@@ -46,10 +47,13 @@ func TestJetStreamDiskFull(t *testing.T) {
 	if err := s.provider.waitIdle(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "/readyz 503 while the JetStream disk is full", 30*time.Second, func() (bool, string) {
-		code, body := apiGet(base+"/readyz", "")
+	waitUntil(t, "/readyz/delivery 503 while the JetStream disk is full", 30*time.Second, func() (bool, string) {
+		code, body := apiGet(base+"/readyz/delivery", "")
 		return code == 503, body
 	})
+	if code, body := apiGet(base+"/readyz", ""); code != 200 {
+		t.Errorf("/readyz while the JetStream disk is full = %d %s, want 200 (SQLite takes events)", code, body)
+	}
 	time.Sleep(s.rng.between(0, 3*time.Second)) // the rest of the spell
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -57,8 +61,8 @@ func TestJetStreamDiskFull(t *testing.T) {
 	t.Logf("tmpfs space freed")
 	s.provider.add(after...)
 	s.verify(verifyOpts{keepRunning: true})
-	waitUntil(t, "/readyz 200 after the space was freed", 30*time.Second, func() (bool, string) {
-		code, body := apiGet(base+"/readyz", "")
+	waitUntil(t, "/readyz/delivery 200 after the space was freed", 30*time.Second, func() (bool, string) {
+		code, body := apiGet(base+"/readyz/delivery", "")
 		return code == 200, body
 	})
 	if !s.logContains(1, "the events stream is broken") {

@@ -19,7 +19,7 @@ const poisonToken = "faults-poison-token-0123456789"
 // 1 MiB at the gateway's start); events of 100 KiB arrive among normal
 // ones. Intake answers 2xx throughout; the big events are parked and
 // listed at /v1/outbox/parked, the ones behind them are delivered, and
-// /readyz stays 200. Once the server takes 1 MiB again, the operator puts
+// /readyz/delivery stays 200. Once the server takes 1 MiB again, the operator puts
 // the parked events back and everything is delivered once.
 func TestPoisonEvents(t *testing.T) {
 	t.Parallel()
@@ -105,8 +105,8 @@ func TestPoisonEvents(t *testing.T) {
 			}
 		}
 	}
-	if code, body := apiGet(base+"/readyz", ""); code != 200 {
-		t.Errorf("/readyz with parked events = %d %s, want 200", code, body)
+	if code, body := apiGet(base+"/readyz/delivery", ""); code != 200 {
+		t.Errorf("/readyz/delivery with parked events = %d %s, want 200", code, body)
 	}
 	if code, body := apiGet(base+"/metrics", ""); code != 200 || !strings.Contains(body, fmt.Sprintf("hookgate_outbox_parked_total %d", len(poison))) {
 		t.Errorf("/metrics does not count %d parked events: %d", len(poison), code)
@@ -116,8 +116,8 @@ func TestPoisonEvents(t *testing.T) {
 	ns.shutdown()
 	ns.maxPayload = 0
 	ns.start()
-	waitUntil(t, "ready", 30*time.Second, func() (bool, string) {
-		code, body := apiGet(base+"/readyz", "")
+	waitUntil(t, "delivering", 30*time.Second, func() (bool, string) {
+		code, body := apiGet(base+"/readyz/delivery", "")
 		return code == 200, body
 	})
 	for _, seq := range seqs {

@@ -73,7 +73,7 @@ func TestJetStreamStoreWiped(t *testing.T) {
 }
 
 // Scenario 9: the embedded JetStream store removed while the gateway runs,
-// under load. Publishing fails, /readyz says why, and the relay creates
+// under load. Publishing fails, /readyz/delivery says why, and the relay creates
 // the stream again: without a restart, every acknowledged event is
 // delivered under its one key.
 func TestJetStreamStoreRemovedWhileRunning(t *testing.T) {
