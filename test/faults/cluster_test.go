@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -33,7 +34,7 @@ func TestCluster(t *testing.T) {
 	cs := newClusterScenario(t, nc, 3)
 	s := cs.s
 	evs := s.newEvents("cl", 240, 0)
-	s.ds.setLatency(20 * time.Millisecond)
+	s.ds.setLatency(250 * time.Millisecond) // rounds in flight when the gateway is killed
 	for i := range cs.gws {
 		cs.start(i)
 	}
@@ -74,8 +75,13 @@ func TestCluster(t *testing.T) {
 	// The faults, at moments of the seed.
 	time.Sleep(s.rng.between(1500*time.Millisecond, 3*time.Second))
 	victim := s.rng.intn(len(cs.gws))
+	// Mid-round: once the victim has a request at the downstream.
+	gatewaytest.WaitFor(t, fmt.Sprintf("gateway %d to have a request in flight", victim), 20*time.Second, func() (bool, string) {
+		return cs.front.inFlight(fmt.Sprintf("gw%d", victim)) > 0, "none"
+	})
+	killedAt := time.Now()
 	cs.kill(victim)
-	t.Logf("SIGKILL gateway %d", victim)
+	t.Logf("%s: SIGKILL gateway %d", time.Since(cs.began).Round(time.Millisecond), victim)
 	time.Sleep(s.rng.between(1*time.Second, 2*time.Second))
 	leader := cs.streamLeader()
 	if leader < 0 {
@@ -89,46 +95,107 @@ func TestCluster(t *testing.T) {
 	time.Sleep(s.rng.between(1*time.Second, 2*time.Second))
 	nc.Start(t, leader)
 	nc.WaitLeader(t)
-	t.Logf("n%d back; the stream's leader is now n%d", leader+1, cs.streamLeader()+1)
+	t.Logf("%s: n%d back; the stream's leader is now n%d", time.Since(cs.began).Round(time.Millisecond), leader+1, cs.streamLeader()+1)
 
 	feeder.Wait()
-	cs.verify()
+	cs.verify(victim, killedAt)
 }
 
 // clusterScenario is a scenario with several gateways: the suite's
 // downstream, provider and forger, the provider and forger sending through
 // a load balancer.
 type clusterScenario struct {
-	s    *scenario
-	nc   *gatewaytest.NATSCluster
-	lb   *httptest.Server
-	cfgs []gwConfig
-	gws  []*gatewaytest.Process // nil while stopped
-	runs []int
+	s     *scenario
+	nc    *gatewaytest.NATSCluster
+	lb    *httptest.Server
+	cfgs  []gwConfig
+	gws   []*gatewaytest.Process // nil while stopped
+	runs  []int
+	front *front
+	began time.Time
 }
+
+// front is before the recording downstream: it counts each gateway's
+// requests in flight and records which gateway got each 2xx.
+type front struct {
+	ds *downstream
+
+	mu      sync.Mutex
+	running map[string]int // by gateway
+	oks     []okAnswer
+}
+
+// okAnswer is a 2xx the downstream answered.
+type okAnswer struct {
+	gw, route, id string
+	sent, at      time.Time
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	gw := r.Header.Get("X-Gw")
+	sent := time.Now()
+	f.mu.Lock()
+	f.running[gw]++
+	f.mu.Unlock()
+	sw := &statusWriter{ResponseWriter: w}
+	f.ds.serve(sw, r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running[gw]--
+	if sw.status >= 200 && sw.status < 300 {
+		f.oks = append(f.oks, okAnswer{gw: gw, route: strings.TrimPrefix(r.URL.Path, "/r/"),
+			id: r.Header.Get("X-Hookgate-Event-Id"), sent: sent, at: time.Now()})
+	}
+}
+
+func (f *front) inFlight(gw string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running[gw]
+}
+
+// statusWriter keeps the status written; Unwrap lets the downstream
+// hijack the connection.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func newClusterScenario(t *testing.T, nc *gatewaytest.NATSCluster, n int) *clusterScenario {
 	t.Helper()
 	seed := scenarioSeed(t)
 	s := &scenario{t: t, seed: seed, rng: newRNG(seed, 1), dir: t.TempDir(),
 		events: map[string]*event{}, evRNG: newRNG(seed, 2)}
-	cs := &clusterScenario{s: s, nc: nc, gws: make([]*gatewaytest.Process, n), runs: make([]int, n)}
+	cs := &clusterScenario{s: s, nc: nc, gws: make([]*gatewaytest.Process, n), runs: make([]int, n),
+		began: time.Now()}
 	t.Cleanup(cs.dumpLogsOnFailure) // runs last
 	s.ds = newDownstream(t, newRNG(seed, 3))
+	cs.front = &front{ds: s.ds, running: map[string]int{}}
+	fs := httptest.NewServer(cs.front)
+	t.Cleanup(fs.Close)
 	var backends []*url.URL
 	for i := range n {
 		c := gwConfig{
 			Listen:          fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			DataDir:         filepath.Join(s.dir, fmt.Sprintf("data%d", i)),
 			NATSURL:         nc.URL,
-			Downstream:      s.ds.srv.URL,
+			Downstream:      fs.URL,
 			RouteTimeout:    2 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
 			Extra:           "cluster: {enabled: true}\n",
 		}
 		yaml := strings.Replace(c.yaml(), "connect_timeout: 2s}", "connect_timeout: 2s, replicas: 3, duplicate_window: 1s}", 1)
-		if !strings.Contains(yaml, "replicas: 3") {
-			t.Fatal("cluster config: no nats line to extend")
+		// Each gateway's requests carry its name, for the front.
+		yaml = strings.ReplaceAll(yaml, "    timeout: ", fmt.Sprintf("    headers: {X-Gw: gw%d}\n    timeout: ", i))
+		if !strings.Contains(yaml, "replicas: 3") || !strings.Contains(yaml, "X-Gw") {
+			t.Fatal("cluster config: no nats line or route to extend")
 		}
 		if err := os.WriteFile(cs.configPath(i), []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
@@ -217,7 +284,7 @@ func (cs *clusterScenario) waitStreamLeader() {
 // verify waits for the senders and for every acknowledged event to be
 // delivered, then checks lost, doubled and forged across the cluster,
 // stops every gateway (exit status 0) and checks their databases.
-func (cs *clusterScenario) verify() {
+func (cs *clusterScenario) verify(victim int, killedAt time.Time) {
 	s, t := cs.s, cs.s.t
 	t.Helper()
 	for i, g := range cs.gws {
@@ -232,6 +299,7 @@ func (cs *clusterScenario) verify() {
 	}
 	s.provider.stop()
 	s.forger.stop()
+	t.Logf("%s: every send answered 2xx", time.Since(cs.began).Round(time.Millisecond))
 	// A round cut by the SIGKILL holds its lease (route timeout × 2 +
 	// retry_wait_max + 30s) and its message comes back after the ack wait
 	// (30s): allow well beyond both.
@@ -258,7 +326,7 @@ func (cs *clusterScenario) verify() {
 	// Sent again after a 2xx (under the same key): a round cut by the
 	// SIGKILL after the downstream answered is run again; anything more
 	// is reported.
-	resent := cs.resentAfterSuccess()
+	resent := cs.resentAfterSuccess(fmt.Sprintf("gw%d", victim), killedAt)
 
 	p := s.provider
 	p.mu.Lock()
@@ -282,6 +350,7 @@ func (cs *clusterScenario) verify() {
 	f.mu.Unlock()
 
 	s.checkStream(false)
+	t.Logf("%s: audited", time.Since(cs.began).Round(time.Millisecond))
 	t.Logf("%d events acknowledged (%d answered \"accepted\" by two gateways); %s; %d forgeries refused; downstream: %d requests, %d answered 2xx, %d (route, event) answered 2xx more than once; all delivered %s after the load; gateway runs %v; lost=%d doubled=%d forged=%d",
 		a.acked, twice, intake, forgeries, a.deliveries, a.ok, resent, s.drained.Round(time.Millisecond), cs.runs, a.lost, a.doubled, a.forged)
 
@@ -295,25 +364,32 @@ func (cs *clusterScenario) verify() {
 			t.Errorf("gateway %d exited with status %d after SIGTERM, want 0", i, code)
 		}
 	}
+	t.Logf("%s: gateways stopped", time.Since(cs.began).Round(time.Millisecond))
 	cs.checkDBs()
 }
 
 // resentAfterSuccess counts the (route, event) pairs the downstream
-// answered 2xx more than once.
-func (cs *clusterScenario) resentAfterSuccess() int {
+// answered 2xx more than once. Only a round cut by the SIGKILL (its 2xx
+// answered to the victim, sent before the kill) may be run again: any
+// other is an error (a delivery that succeeded was run again).
+func (cs *clusterScenario) resentAfterSuccess(victim string, killedAt time.Time) int {
 	type pair struct{ route, id string }
-	oks := map[pair]int{}
-	for _, r := range cs.s.ds.snapshot() {
-		if r.ok() {
-			oks[pair{r.Route, r.EventID}]++
-		}
-	}
+	cs.front.mu.Lock()
+	oks := slices.Clone(cs.front.oks)
+	cs.front.mu.Unlock()
+	first := map[pair]okAnswer{}
 	n := 0
-	for p, c := range oks {
-		if c > 1 {
-			if n++; n <= 5 {
-				cs.s.t.Logf("route %s answered 2xx %d times for %s", p.route, c, p.id)
-			}
+	for _, o := range oks { // in the order answered
+		p := pair{o.route, o.id}
+		f, seen := first[p]
+		if !seen {
+			first[p] = o
+			continue
+		}
+		n++
+		if f.gw != victim || f.sent.After(killedAt) {
+			cs.s.t.Errorf("route %s, event %s: answered 2xx to %s at %s, then sent again by %s at %s (a success run again)",
+				p.route, p.id, f.gw, f.at.Format("15:04:05.000"), o.gw, o.sent.Format("15:04:05.000"))
 		}
 	}
 	return n
