@@ -350,6 +350,9 @@ func (cs *clusterScenario) verify(victim int, killedAt time.Time) {
 	f.mu.Unlock()
 
 	s.checkStream(false)
+	if st, err := readStream(cs.nc.URL); err == nil {
+		t.Logf("the stream stored %d messages for %d acknowledged events", st.lastSeq, a.acked)
+	}
 	t.Logf("%s: audited", time.Since(cs.began).Round(time.Millisecond))
 	t.Logf("%d events acknowledged (%d answered \"accepted\" by two gateways); %s; %d forgeries refused; downstream: %d requests, %d answered 2xx, %d (route, event) answered 2xx more than once; all delivered %s after the load; gateway runs %v; lost=%d doubled=%d forged=%d",
 		a.acked, twice, intake, forgeries, a.deliveries, a.ok, resent, s.drained.Round(time.Millisecond), cs.runs, a.lost, a.doubled, a.forged)
