@@ -26,8 +26,10 @@ import (
 // (replicas 3, a 1s duplicate window) behind a load balancer that sends each
 // request to a random gateway. Every event is sent as 2 or 3 copies spread
 // over 3s, past the duplicate window. Under load one gateway is SIGKILLed
-// and restarted, and the NATS node leading the events stream is shut down
-// and brought back. lost = 0, doubled = 0, forged = 0 across the cluster.
+// mid-round and restarted, the NATS node leading the events stream is shut
+// down and brought back, then the one leading the delivery-state bucket.
+// lost = 0, doubled = 0, forged = 0 across the cluster, and no delivery
+// answered 2xx is sent again (except a round the SIGKILL cut).
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	nc := gatewaytest.RunNATSCluster(t, 3)
@@ -96,6 +98,18 @@ func TestCluster(t *testing.T) {
 	nc.Start(t, leader)
 	nc.WaitLeader(t)
 	t.Logf("%s: n%d back", time.Since(cs.began).Round(time.Millisecond), leader+1)
+	// Then the node leading the delivery-state bucket (perhaps the same).
+	time.Sleep(s.rng.between(500*time.Millisecond, 1500*time.Millisecond))
+	if kv := cs.leaderOf(deliveriesStream); kv >= 0 {
+		nc.Stop(kv)
+		t.Logf("%s: shut down n%d, the delivery-state bucket's leader", time.Since(cs.began).Round(time.Millisecond), kv+1)
+		time.Sleep(s.rng.between(1*time.Second, 3*time.Second))
+		nc.Start(t, kv)
+		nc.WaitLeader(t)
+		t.Logf("%s: n%d back", time.Since(cs.began).Round(time.Millisecond), kv+1)
+	} else {
+		t.Errorf("no NATS node leads %s", deliveriesStream)
+	}
 
 	feeder.Wait()
 	cs.verify(victim, killedAt)
@@ -262,11 +276,18 @@ func (cs *clusterScenario) kill(i int) {
 	cs.gws[i] = nil
 }
 
+// deliveriesStream is the stream of the delivery-state KV bucket.
+const deliveriesStream = "KV_HOOKGATE_DELIVERIES"
+
 // streamLeader is the index of the NATS node leading the events stream,
 // -1 if none does now.
-func (cs *clusterScenario) streamLeader() int {
+func (cs *clusterScenario) streamLeader() int { return cs.leaderOf(streamName) }
+
+// leaderOf is the index of the NATS node leading stream, -1 if none does
+// now.
+func (cs *clusterScenario) leaderOf(stream string) int {
 	for i, srv := range cs.nc.Servers {
-		if srv != nil && srv.JetStreamIsStreamLeader("$G", streamName) {
+		if srv != nil && srv.JetStreamIsStreamLeader("$G", stream) {
 			return i
 		}
 	}
