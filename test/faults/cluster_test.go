@@ -35,7 +35,7 @@ func TestCluster(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	cs := newClusterScenario(t, nc, 3)
 	s := cs.s
-	evs := s.newEvents("cl", 240, 0)
+	evs := s.newEvents("cl", 400, 0)
 	s.ds.setLatency(250 * time.Millisecond) // rounds in flight when the gateway is killed
 	for i := range cs.gws {
 		cs.start(i)
@@ -53,7 +53,7 @@ func TestCluster(t *testing.T) {
 	}
 	var plan []send
 	for i, ev := range evs {
-		base := time.Duration(i) * 50 * time.Millisecond // 240 events over 12s
+		base := time.Duration(i) * 30 * time.Millisecond // 400 events over 12s
 		for range 2 + feedRNG.intn(2) {
 			plan = append(plan, send{base + feedRNG.between(0, 3*time.Second), ev})
 		}
