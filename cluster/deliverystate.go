@@ -363,8 +363,9 @@ func (s *DeliveryState) Claim(ctx context.Context, k outbound.DeliveryKey) bool 
 }
 
 // Release ends a claim: the lease is cleared by compare-and-set, unless
-// the round's outcome already cleared it. A release that cannot be
-// written leaves the lease to end by itself.
+// the round's outcome already cleared it; an outcome Record could not
+// write is written with it. A release that cannot be written leaves the
+// lease to end by itself.
 func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	key := DeliveryKey(k.Route, k.Source, k.EventID)
 	s.mu.Lock()
@@ -459,6 +460,8 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 		c.rev, c.rec, c.recorded = rev, next, true
 	case errors.Is(kerr, ErrFenced):
 		c.recorded = true // the lease is another's: nothing to release
+	default:
+		c.rec = next // Release writes the outcome, if the bucket answers by then
 	}
 	s.mu.Unlock()
 	if kerr != nil {

@@ -1,0 +1,51 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// A round whose outcome cannot be written (the bucket lost its quorum
+// during the round) writes it when its lease is released, once NATS is
+// back: the delivery that succeeded reads as succeeded to every gateway,
+// and is not sent again.
+func TestOutcomeWrittenOnRelease(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	cfg := cluster.DeliveryStateConfig{Replicas: 3, Wait: time.Second,
+		Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}
+	a, sta := gatewayState(t, nc.URL, "gw-a", cfg)
+	b, stb := gatewayState(t, nc.URL, "gw-b", cfg)
+	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
+	if !a.TryClaim(ctx, ka) {
+		t.Fatal("claim refused")
+	}
+	nc.Stop(1) // no quorum: the outcome cannot be written
+	nc.Stop(2)
+	if err := a.Record(ctx, delivery(ka, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+		t.Fatal("an outcome written without a quorum")
+	}
+	nc.Start(t, 1)
+	nc.Start(t, 2)
+	nc.WaitLeader(t)
+	gatewaytest.WaitFor(t, "a leader of the deliveries bucket", 30*time.Second, func() (bool, string) {
+		for _, s := range nc.Servers {
+			if s != nil && s.JetStreamIsStreamLeader("$G", "KV_HOOKGATE_DELIVERIES") {
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	a.Release(ka)
+	gatewaytest.WaitFor(t, "b reads the delivery as succeeded", 10*time.Second, func() (bool, string) {
+		st, err := b.Status(ctx, "r", kb.Seq, "s", "e1")
+		return err == nil && st.State == store.StateSucceeded, fmt.Sprintf("%+v, %v", st, err)
+	})
+}
