@@ -40,7 +40,7 @@ func countingDownstream(t *testing.T) (*httptest.Server, func() int) {
 // runs: /readyz/delivery fails once the oldest unpublished event is older
 // than nats.outbox_max_age, naming its age, and the age is exported;
 // publishing resumes without a restart, and /readyz/delivery is 200 again;
-// /readyz is 200 throughout (the gateway takes events).
+// /readyz fails on the outbox's age too, and is 200 again after.
 func TestBrokerRecoversFromFullDisk(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "js")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -84,8 +84,8 @@ routes:
 	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age < 2 {
 		t.Fatalf("hookgate_outbox_oldest_age_seconds = %v while /readyz/delivery says it is over 2s", age)
 	}
-	if code, r := ready(t, a); code != 200 {
-		t.Fatalf("/readyz while the JetStream disk is full = %d %+v, want 200 (SQLite takes events)", code, r)
+	if code, r := ready(t, a); code != 503 || r.check("outbox").OK || !r.check("store").OK {
+		t.Fatalf("/readyz while the JetStream disk is full and the outbox is over 2s old = %d %+v, want 503 on outbox", code, r)
 	}
 	t.Logf("while full: %d delivered", delivered())
 	if err := os.Remove(filler); err != nil {
@@ -99,6 +99,10 @@ routes:
 	waitFor(t, "30 delivered", func() (bool, string) { n := delivered(); return n == 30, fmt.Sprint(n) })
 	waitFor(t, "/readyz/delivery 200 again", func() (bool, string) {
 		code, r := delivery(t, a)
+		return code == 200, fmt.Sprintf("%d %+v", code, r)
+	})
+	waitFor(t, "/readyz 200 again", func() (bool, string) {
+		code, r := ready(t, a)
 		return code == 200, fmt.Sprintf("%d %+v", code, r)
 	})
 	if age := value(scrape(t, a, ""), "hookgate_outbox_oldest_age_seconds"); age != 0 {

@@ -14,8 +14,8 @@ import (
 )
 
 // registerOps mounts the operational endpoints, none of which takes the
-// API token: GET /healthz, GET /readyz (this gateway takes events: what a
-// load balancer probes), GET /readyz/delivery (the events it takes reach
+// API token: GET /healthz, GET /readyz (this gateway takes events and
+// they leave its outbox: what a load balancer probes), GET /readyz/delivery (the events it takes reach
 // NATS and its routes' consumers) and GET /metrics (behind metrics.token
 // when set).
 func (a *App) registerOps(r fiber.Router) {
@@ -30,9 +30,13 @@ func (a *App) registerOps(r fiber.Router) {
 	r.Get("/readyz", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
 		defer cancel()
+		// The outbox's age too: a gateway whose events have not reached
+		// the broker for nats.outbox_max_age (60s: far longer than a NATS
+		// leader election) stores events that go nowhere.
 		checks := []check{
 			result("store", probe.check(ctx)),
 			result("shutdown", a.stoppingErr()),
+			result("outbox", a.outboxAge.check(a.cfg.NATS.OutboxMaxAge)),
 		}
 		return writeChecks(c, checks, nil, "ready", "not_ready")
 	})

@@ -77,8 +77,8 @@ func freePort(t *testing.T) int {
 }
 
 // /readyz/delivery follows an external NATS going away and coming back,
-// naming each check; /readyz (store, shutdown) and /healthz answer 200
-// throughout, and so does intake.
+// naming each check; /readyz (store, shutdown, outbox: none over 60s old
+// here) and /healthz answer 200 throughout, and so does intake.
 func TestReadinessFollowsNATS(t *testing.T) {
 	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(downstream.Close)
@@ -103,10 +103,10 @@ routes:
 		}
 	}
 	code, r := ready(t, a)
-	if code != 200 || r.Status != "ready" || len(r.Checks) != 2 {
-		t.Fatalf("/readyz = %d %+v, want 200 with checks store and shutdown", code, r)
+	if code != 200 || r.Status != "ready" || len(r.Checks) != 3 {
+		t.Fatalf("/readyz = %d %+v, want 200 with checks store, shutdown and outbox", code, r)
 	}
-	for _, name := range []string{"store", "shutdown"} {
+	for _, name := range []string{"store", "shutdown", "outbox"} {
 		if c := r.check(name); !c.OK {
 			t.Fatalf("/readyz check %s = %+v", name, c)
 		}

@@ -160,7 +160,7 @@ type NATS struct {
 	// start. Default 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// OutboxMaxAge is how old the oldest event not yet acknowledged by
-	// JetStream may be before /readyz/delivery fails. Default 60s.
+	// JetStream may be before /readyz and /readyz/delivery fail. Default 60s.
 	OutboxMaxAge time.Duration `yaml:"outbox_max_age"`
 }
 
