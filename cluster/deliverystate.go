@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/outbound"
@@ -65,8 +66,9 @@ type DeliveryState struct {
 	kv   natsjs.KeyValue  // nil until the bucket is made
 	kvJS natsjs.JetStream // the context kv was got from
 
-	mu   sync.Mutex
-	held map[string]*claim // by KV key
+	mu      sync.Mutex
+	held    map[string]*claim // by KV key
+	failing failures          // of claims
 }
 
 // claim is a lease this process holds: the entry as it wrote it, and its
@@ -291,17 +293,50 @@ func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bo
 	c := &claim{}
 	s.held[key] = c
 	s.mu.Unlock()
-	if err := s.claim(ctx, k.Route, key, c); err != nil {
-		s.mu.Lock()
+	err := s.claim(ctx, k.Route, key, c)
+	s.mu.Lock()
+	lvl := s.failing.level(err, s.now())
+	if err != nil {
 		delete(s.held, key)
-		s.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if err != nil {
 		if !errors.Is(err, errLeased) {
-			s.log.Warn("cannot claim a delivery round in the cluster; it waits", "route", k.Route,
+			s.log.Log(ctx, lvl, "cannot claim a delivery round in the cluster; it waits", "route", k.Route,
 				"source", k.Source, "event_id", k.EventID, "err", err)
 		}
 		return false
 	}
 	return true
+}
+
+// noLeaderGrace is how long the bucket answering "no responders" (its
+// stream has no leader yet: a bucket just made, a NATS leader election)
+// is expected, and logged at debug level; past it, a warning.
+const noLeaderGrace = 15 * time.Second
+
+// failures is a run of failed KV requests.
+type failures struct {
+	since time.Time // when the run of "no responders" began; zero: none
+}
+
+// level is the level to log err at (at now) and ends the run on a
+// request that got an answer (err nil or errLeased).
+func (f *failures) level(err error, now time.Time) slog.Level {
+	switch {
+	case err == nil || errors.Is(err, errLeased):
+		f.since = time.Time{}
+		return slog.LevelDebug
+	case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, natsjs.ErrNoStreamResponse):
+		return slog.LevelWarn
+	}
+	if f.since.IsZero() {
+		f.since = now
+	}
+	if now.Sub(f.since) < noLeaderGrace {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // errLeased: another gateway's round runs.
