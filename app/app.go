@@ -50,6 +50,8 @@ type App struct {
 	engine *outbound.Engine
 	egress *egress.Policy
 	claims *cluster.Claims // cluster mode only
+	// deliveries is the cluster delivery state (cluster mode only).
+	deliveries *cluster.DeliveryState
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -122,6 +124,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
 		{"build deliveries", a.buildEngine},
+		{"ready cluster delivery state", a.ensureDeliveries},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},

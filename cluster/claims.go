@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,8 @@ type Config struct {
 	// kept in memory, so that the relay need not ask again for an event
 	// claimed at intake. Default 65536.
 	Remember int
+	// Log receives what changed in the bucket. Default: discarded.
+	Log *slog.Logger
 }
 
 // Owner is a claim's value: who holds the event.
@@ -97,6 +100,9 @@ func New(cfg Config) (*Claims, error) {
 	if cfg.Remember <= 0 {
 		cfg.Remember = 65536
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Claims{cfg: cfg, recent: map[string]Owner{}}, nil
 }
 
@@ -116,13 +122,27 @@ func Key(source, id string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Ensure creates the bucket, or updates it to the config.
+// Ensure creates the bucket, or updates it to the config; a
+// *RefusedError says JetStream refused the update (the bucket is used as
+// it is).
 func (c *Claims) Ensure(ctx context.Context) error {
-	_, err := c.bucket(ctx)
+	_, err := c.open(ctx)
 	return err
 }
 
+// bucket is the bucket, made or updated at the first use on each
+// connection.
 func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	kv, err := c.open(ctx)
+	if kv == nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// open is the bucket with, if JetStream refused to update it to the
+// config, a *RefusedError (logged).
+func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 	js := c.cfg.JetStream()
 	c.mu.Lock()
 	kv, kvJS := c.kv, c.kvJS
@@ -133,21 +153,24 @@ func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
+	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,
 		Description: "hookgate: which gateway holds each event (source, event id)",
 		TTL:         c.cfg.TTL,
 		Replicas:    c.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
 		History:     1,
-	})
-	if err != nil {
+	}, c.cfg.Log)
+	if kv == nil {
 		return nil, fmt.Errorf("cluster claims: bucket %s: %w", c.cfg.Bucket, err)
+	}
+	if err != nil {
+		c.cfg.Log.Warn("cluster claims: the bucket is used as it is", "err", err)
 	}
 	c.mu.Lock()
 	c.kv, c.kvJS = kv, js
 	c.mu.Unlock()
-	return kv, nil
+	return kv, err
 }
 
 // forgetBucket drops kv, unless another call replaced it already.

@@ -208,10 +208,27 @@ func (r record) status(id int64) store.DeliveryStatus {
 	return ds
 }
 
-// bucket is the KV bucket, made if it is not yet: looked up, else
-// created, each bounded by Wait. An existing bucket is used as it is. A
-// failure is tried again at the next use.
+// bucket is the KV bucket: looked up, else created, or updated to the
+// config where it differs, bounded by Wait, at the first use on each
+// connection. A failure is tried again at the next use; a bucket
+// JetStream refused to update is used as it is (logged).
 func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	kv, err := s.open(ctx)
+	if kv == nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// Ensure creates the bucket, or updates it to the config; a
+// *RefusedError says JetStream refused the update (the bucket is used as
+// it is).
+func (s *DeliveryState) Ensure(ctx context.Context) error {
+	_, err := s.open(ctx)
+	return err
+}
+
+func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 	s.kvMu.Lock()
 	defer s.kvMu.Unlock()
 	js := s.js()
@@ -223,22 +240,22 @@ func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
-	kv, err := js.KeyValue(tctx, s.cfg.Bucket)
-	if errors.Is(err, natsjs.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
-			Bucket:      s.cfg.Bucket,
-			Description: "hookgate delivery states and round leases",
-			History:     1,
-			TTL:         s.cfg.TTL,
-			Replicas:    s.cfg.Replicas,
-			Storage:     natsjs.FileStorage,
-		})
-	}
-	if err != nil {
+	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+		Bucket:      s.cfg.Bucket,
+		Description: "hookgate delivery states and round leases",
+		History:     1,
+		TTL:         s.cfg.TTL,
+		Replicas:    s.cfg.Replicas,
+		Storage:     natsjs.FileStorage,
+	}, s.log)
+	if kv == nil {
 		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
 	}
+	if err != nil {
+		s.log.Warn("cluster: the delivery state bucket is used as it is", "err", err)
+	}
 	s.kv, s.kvJS = kv, js
-	return kv, nil
+	return kv, err
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Change is one setting of a bucket that differs from the config.
+type Change struct {
+	Setting  string // "ttl", "replicas", "history" or "storage"
+	From, To string
+}
+
+func (c Change) String() string { return c.Setting + " " + c.From + " → " + c.To }
+
+// RefusedError says that a bucket differs from the config and JetStream
+// did not change it (storage cannot change; a number of replicas the
+// cluster cannot place is refused). The bucket is usable as it is.
+type RefusedError struct {
+	Bucket  string
+	Changes []Change
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	parts := make([]string, len(e.Changes))
+	for i, c := range e.Changes {
+		parts[i] = c.String()
+	}
+	return fmt.Sprintf("cluster: bucket %s: jetstream refused %s: %v", e.Bucket, strings.Join(parts, ", "), e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// errStorage: JetStream cannot change a stream's storage.
+var errStorage = errors.New("a bucket's storage cannot change: delete the bucket (its claims or states are lost) or keep its storage")
+
+// changes lists what differs between a bucket's stream config and cfg.
+func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
+	var out []Change
+	if have.MaxAge != cfg.TTL {
+		out = append(out, Change{"ttl", have.MaxAge.String(), cfg.TTL.String()})
+	}
+	if want := max(cfg.Replicas, 1); have.Replicas != want {
+		out = append(out, Change{"replicas", strconv.Itoa(have.Replicas), strconv.Itoa(want)})
+	}
+	if want := int64(max(cfg.History, 1)); have.MaxMsgsPerSubject != want {
+		out = append(out, Change{"history", strconv.FormatInt(have.MaxMsgsPerSubject, 10), strconv.FormatInt(want, 10)})
+	}
+	if have.Storage != cfg.Storage {
+		out = append(out, Change{"storage", have.Storage.String(), cfg.Storage.String()})
+	}
+	return out
+}
+
+// ensureBucket returns the bucket of cfg: created if there is none, else
+// updated where its ttl, replicas or history differ from cfg (logged).
+// If JetStream refuses the update, the bucket is returned as it is with
+// a *RefusedError.
+func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, log *slog.Logger) (natsjs.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket) // another gateway made it meanwhile
+		} else if err == nil {
+			log.Info("cluster bucket created", "bucket", cfg.Bucket, "ttl", cfg.TTL, "replicas", max(cfg.Replicas, 1))
+			return kv, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read its config: %w", err)
+	}
+	bs, ok := st.(*natsjs.KeyValueBucketStatus)
+	if !ok {
+		return kv, nil
+	}
+	diff := changes(bs.StreamInfo().Config, cfg)
+	if len(diff) == 0 {
+		return kv, nil
+	}
+	for _, c := range diff {
+		if c.Setting == "storage" {
+			return kv, &RefusedError{Bucket: cfg.Bucket, Changes: diff, Err: errStorage}
+		}
+	}
+	updated, err := js.UpdateKeyValue(ctx, cfg)
+	if err != nil {
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) {
+			return kv, &RefusedError{Bucket: cfg.Bucket, Changes: diff, Err: err}
+		}
+		return nil, fmt.Errorf("update it: %w", err)
+	}
+	args := []any{"bucket", cfg.Bucket}
+	for _, c := range diff {
+		args = append(args, c.Setting, c.From+" → "+c.To)
+	}
+	log.Info("cluster bucket updated to the config", args...)
+	return updated, nil
+}
