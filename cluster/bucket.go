@@ -109,3 +109,30 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	log.Info("cluster bucket updated to the config", args...)
 	return updated, nil
 }
+
+// checkBucket fails unless bucket's stream is found and, on a NATS
+// cluster, has a leader: a bucket that answers.
+func checkBucket(ctx context.Context, js natsjs.JetStream, bucket string) error {
+	if js == nil {
+		return errors.New("not connected to nats")
+	}
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	info := stream.CachedInfo()
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		return fmt.Errorf("bucket %s: its stream has no leader", bucket)
+	}
+	return nil
+}
+
+// Check fails unless the bucket answers: found, with a leader.
+func (c *Claims) Check(ctx context.Context) error {
+	return checkBucket(ctx, c.cfg.JetStream(), c.cfg.Bucket)
+}
+
+// Check fails unless the bucket answers: found, with a leader.
+func (s *DeliveryState) Check(ctx context.Context) error {
+	return checkBucket(ctx, s.js(), s.cfg.Bucket)
+}
