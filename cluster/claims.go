@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +70,20 @@ type Owner struct {
 	Source    string    `json:"source"`
 	EventID   string    `json:"event_id"`
 	ClaimedAt time.Time `json:"claimed_at"`
+	// Digest is a task's request fingerprint (a SHA-256 of its stored
+	// body, hex; tasks only: source store.TaskSource): another gateway
+	// given the same Idempotency-Key compares it with its request's.
+	Digest string `json:"digest,omitempty"`
+}
+
+// Digest is the digest of ev a claim carries: a task's request
+// fingerprint (SHA-256 of its body, hex), else "".
+func Digest(ev *store.Event) string {
+	if ev.Source != store.TaskSource {
+		return ""
+	}
+	sum := sha256.Sum256(ev.Body)
+	return hex.EncodeToString(sum[:])
 }
 
 // Claims is the claim store.
@@ -188,6 +203,11 @@ func (c *Claims) forgetBucket(kv natsjs.KeyValue) {
 // does. An error means the cluster could not be asked (NATS unreachable,
 // no quorum, ctx ended): nothing is known.
 func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine bool, holder Owner, err error) {
+	return c.claim(ctx, source, id, seq, "")
+}
+
+// claim is Claim, the claim carrying digest.
+func (c *Claims) claim(ctx context.Context, source, id string, seq int64, digest string) (mine bool, holder Owner, err error) {
 	key := Key(source, id)
 	if o, ok := c.remembered(key); ok {
 		return o.Gateway == c.cfg.Gateway, o, nil
@@ -198,7 +218,7 @@ func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine 
 	}
 	// Remembered beyond the call: not the caller's (maybe reused) bytes.
 	source, id = strings.Clone(source), strings.Clone(id)
-	me := Owner{Gateway: c.cfg.Gateway, Seq: seq, Source: source, EventID: id, ClaimedAt: time.Now().UTC()}
+	me := Owner{Gateway: c.cfg.Gateway, Seq: seq, Source: source, EventID: id, ClaimedAt: time.Now().UTC(), Digest: digest}
 	val, err := json.Marshal(me)
 	if err != nil {
 		return false, Owner{}, err
@@ -215,7 +235,7 @@ func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine 
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		// Expired between the two calls: claim it again.
-		return c.Claim(ctx, source, id, seq)
+		return c.claim(ctx, source, id, seq, digest)
 	}
 	if err != nil {
 		return false, Owner{}, fmt.Errorf("cluster claim %s/%s: read the holder: %w", source, id, err)
@@ -234,11 +254,38 @@ func (c *Claims) ClaimAtIntake(ctx context.Context, ev *store.Event) (holder str
 	if c.cfg.Connected != nil && !c.cfg.Connected() {
 		return "", ErrNotConnected
 	}
-	mine, o, err := c.Claim(ctx, ev.Source, ev.ID, ev.Seq)
+	mine, o, err := c.claim(ctx, ev.Source, ev.ID, ev.Seq, Digest(ev))
 	if err != nil || mine {
 		return "", err
 	}
 	return o.Gateway, nil
+}
+
+// Holder reads who holds (source, id): found is false when no gateway
+// does (or its claim expired).
+func (c *Claims) Holder(ctx context.Context, source, id string) (holder Owner, found bool, err error) {
+	key := Key(source, id)
+	if o, ok := c.remembered(key); ok {
+		return o, true, nil
+	}
+	if c.cfg.Connected != nil && !c.cfg.Connected() {
+		return Owner{}, false, ErrNotConnected
+	}
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return Owner{}, false, nil
+	case err != nil:
+		return Owner{}, false, fmt.Errorf("cluster claim %s/%s: read the holder: %w", source, id, err)
+	}
+	if err := json.Unmarshal(e.Value(), &holder); err != nil {
+		return Owner{}, false, fmt.Errorf("cluster claim %s/%s: the holder's value: %w", source, id, err)
+	}
+	return holder, true, nil
 }
 
 // ClaimToPublish claims ev before it is published, once: what intake
@@ -249,7 +296,7 @@ func (c *Claims) ClaimToPublish(ctx context.Context, ev *store.Event) (holder st
 	if _, ok := c.remembered(key); !ok && c.cfg.Connected != nil && !c.cfg.Connected() {
 		return "", ErrNotConnected
 	}
-	mine, o, err := c.Claim(ctx, ev.Source, ev.ID, ev.Seq)
+	mine, o, err := c.claim(ctx, ev.Source, ev.ID, ev.Seq, Digest(ev))
 	if err != nil {
 		return "", err
 	}
