@@ -188,7 +188,7 @@ func (a *App) clusterChecks(ctx context.Context, add func(string, error), skippe
 		return
 	}
 	for _, b := range []struct {
-		name string
+		name  string
 		check func(context.Context) error
 	}{{"cluster claims", a.claims.Check}, {"cluster deliveries", a.deliveries.Check}} {
 		if skipped != nil {

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
