@@ -233,9 +233,13 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return h.fail("refused", http.StatusUnprocessableEntity, "destination_unresolvable", err.Error())
 	}
 	id := newID()
+	cctx := ctx // the cluster's requests: within ClusterTimeout in all
 	if h.cluster != nil {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, h.wait)
+		defer cancel()
 		id = TaskID(scope, key)
-		if answered, err := h.sameTask(ctx, c, scope, key, id, fp); answered {
+		if answered, err := h.sameTask(ctx, cctx, c, scope, key, id, fp); answered {
 			return err
 		}
 	}
@@ -250,7 +254,7 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return h.unavailable(c, err)
 	}
 	if h.cluster != nil {
-		h.claim(ctx, c, ev, fp)
+		h.claim(cctx, c, ev, fp)
 	}
 	h.notify()
 	h.answers.WithLabelValues("created").Inc()
@@ -277,8 +281,8 @@ func TaskID(scope, key string) string {
 // gateway with another request (422). answered is false when the task is
 // to be stored here: new, held elsewhere for the same request (this
 // gateway's copy is then never published), or the cluster did not answer
-// within the timeout.
-func (h *Handler) sameTask(ctx context.Context, c *fiber.Ctx, scope, key, id, fp string) (answered bool, err error) {
+// within cctx.
+func (h *Handler) sameTask(ctx, cctx context.Context, c *fiber.Ctx, scope, key, id, fp string) (answered bool, err error) {
 	ev, err := h.store.GetEvent(ctx, store.TaskSource, id)
 	switch {
 	case err == nil:
@@ -299,8 +303,6 @@ func (h *Handler) sameTask(ctx context.Context, c *fiber.Ctx, scope, key, id, fp
 		h.release(scope, key)
 		return true, h.unavailable(c, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, h.wait)
-	defer cancel()
 	o, found, err := h.cluster.Holder(cctx, store.TaskSource, id)
 	if err == nil && found && o.Digest != "" && o.Digest != fp {
 		h.release(scope, key)
@@ -309,12 +311,10 @@ func (h *Handler) sameTask(ctx context.Context, c *fiber.Ctx, scope, key, id, fp
 	return false, nil
 }
 
-// claim claims ev, the task just stored here, in the cluster (within the
-// timeout; else the relay does before publishing). Held by another
-// gateway, the answer is a replay of the task it took.
-func (h *Handler) claim(ctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) {
-	cctx, cancel := context.WithTimeout(ctx, h.wait)
-	defer cancel()
+// claim claims ev, the task just stored here, in the cluster (within
+// cctx; else the relay does before publishing). Held by another gateway,
+// the answer is a replay of the task it took.
+func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) {
 	holder, err := h.cluster.ClaimAtIntake(cctx, ev)
 	if err != nil || holder == "" {
 		return
