@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,11 +66,16 @@ func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
 // If JetStream refuses the update, the bucket is returned as it is with
 // a *RefusedError.
 func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, log *slog.Logger) (natsjs.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	var kv natsjs.KeyValue
+	lookup := func() (err error) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		return err
+	}
+	err := whileNoLeader(ctx, lookup)
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket) // another gateway made it meanwhile
+			err = whileNoLeader(ctx, lookup) // another gateway made it meanwhile
 		} else if err == nil {
 			log.Info("cluster bucket created", "bucket", cfg.Bucket, "ttl", cfg.TTL, "replicas", max(cfg.Replicas, 1))
 			return kv, nil
@@ -77,7 +84,11 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	if err != nil {
 		return nil, err
 	}
-	st, err := kv.Status(ctx)
+	var st natsjs.KeyValueStatus
+	err = whileNoLeader(ctx, func() (err error) {
+		st, err = kv.Status(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read its config: %w", err)
 	}
@@ -107,7 +118,51 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 		args = append(args, c.Setting, c.From+" → "+c.To)
 	}
 	log.Info("cluster bucket updated to the config", args...)
+	waitReplicas(ctx, js, cfg)
 	return updated, nil
+}
+
+// waitReplicas waits, until ctx ends, for the bucket's stream to have a
+// leader and every replica current: writes made while its peers change
+// (after a change of replicas) can go unanswered.
+func waitReplicas(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig) {
+	want := max(cfg.Replicas, 1)
+	for {
+		if s, err := js.Stream(ctx, "KV_"+cfg.Bucket); err == nil {
+			ci := s.CachedInfo().Cluster
+			if ci == nil {
+				return
+			}
+			current := 0
+			for _, p := range ci.Replicas {
+				if p.Current {
+					current++
+				}
+			}
+			if ci.Leader != "" && current == want-1 {
+				return
+			}
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// noLeader says whether err is "no responders": the stream has no leader
+// (just made, or a NATS leader election).
+func noLeader(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse)
+}
+
+// whileNoLeader calls f again while it finds no leader, until ctx ends.
+func whileNoLeader(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if !noLeader(err) || !sleep(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
 }
 
 // checkBucket fails unless bucket's stream is found and, on a NATS

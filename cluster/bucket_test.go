@@ -82,6 +82,13 @@ func TestBucketsFollowConfig(t *testing.T) {
 	if ttl, r := bucketConfig(t, js, "HOOKGATE_CLAIMS"); ttl != 2*time.Hour || r != 3 {
 		t.Errorf("claims bucket: ttl %s, %d replicas; want 2h, 3", ttl, r)
 	}
+	// The first claim after its peers changed is answered.
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	holder, err := claims(2*time.Hour, 3).ClaimAtIntake(cctx, &store.Event{Source: "stripe", ID: "evt_after_scale", Seq: 1})
+	ccancel()
+	if err != nil || holder != "" {
+		t.Fatalf("first claim after the change of replicas: holder %q, %v", holder, err)
+	}
 	if ttl, r := bucketConfig(t, js, "HOOKGATE_DELIVERIES"); ttl != 900*time.Hour || r != 3 {
 		t.Errorf("deliveries bucket: ttl %s, %d replicas; want 900h, 3", ttl, r)
 	}

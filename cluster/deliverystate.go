@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/outbound"
@@ -344,7 +343,7 @@ func (f *failures) level(err error, now time.Time) slog.Level {
 	case err == nil || errors.Is(err, errLeased):
 		f.since = time.Time{}
 		return slog.LevelDebug
-	case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, natsjs.ErrNoStreamResponse):
+	case !noLeader(err):
 		return slog.LevelWarn
 	}
 	if f.since.IsZero() {
