@@ -253,11 +253,12 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		h.release(scope, key)
 		return h.unavailable(c, err)
 	}
-	if h.cluster != nil {
-		h.claim(cctx, c, ev, fp)
+	answer := "created"
+	if h.cluster != nil && h.claim(cctx, c, ev, fp) {
+		answer = "replayed"
 	}
 	h.notify()
-	h.answers.WithLabelValues("created").Inc()
+	h.answers.WithLabelValues(answer).Inc()
 	h.log.Info("task created", "task_id", task.ID, "method", tr.Method, "host", hostOf(tr.URL))
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(http.StatusAccepted).Send(resp)
@@ -312,12 +313,12 @@ func (h *Handler) sameTask(ctx, cctx context.Context, c *fiber.Ctx, scope, key, 
 }
 
 // claim claims ev, the task just stored here, in the cluster (within
-// cctx; else the relay does before publishing). Held by another gateway,
-// the answer is a replay of the task it took.
-func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) {
+// cctx; else the relay does before publishing). Held by another gateway
+// (elsewhere), the answer is a replay of the task it took.
+func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) (elsewhere bool) {
 	holder, err := h.cluster.ClaimAtIntake(cctx, ev)
 	if err != nil || holder == "" {
-		return
+		return false
 	}
 	c.Set("Idempotent-Replayed", "true")
 	if o, found, err := h.cluster.Holder(cctx, store.TaskSource, ev.ID); err == nil && found && o.Digest != "" && o.Digest != fp {
@@ -326,6 +327,7 @@ func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp 
 		h.log.Warn("task key used at once on two gateways with different requests; the other gateway's is delivered",
 			"task_id", ev.ID, "holder", holder)
 	}
+	return true
 }
 
 func (h *Handler) mismatch() error {
