@@ -118,7 +118,11 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 		args = append(args, c.Setting, c.From+" → "+c.To)
 	}
 	log.Info("cluster bucket updated to the config", args...)
-	waitReplicas(ctx, js, cfg)
+	for _, c := range diff {
+		if c.Setting == "replicas" {
+			waitReplicas(ctx, js, cfg)
+		}
+	}
 	return updated, nil
 }
 
