@@ -50,6 +50,8 @@ type App struct {
 	engine *outbound.Engine
 	egress *egress.Policy
 	claims *cluster.Claims // cluster mode only
+	// deliveries is the cluster delivery state (cluster mode only).
+	deliveries *cluster.DeliveryState
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -122,6 +124,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
 		{"build deliveries", a.buildEngine},
+		{"ready cluster delivery state", a.ensureDeliveries},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},
@@ -280,7 +283,7 @@ func (a *App) startHTTP(ctx context.Context) error {
 	h.Register(a.http)
 	admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).Register(a.http)
 	a.registerOps(a.http)
-	tasks.New(tasksConfig(a.cfg.Tasks), a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
+	tasks.New(a.tasksConfig(), a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405
 	// (with Allow) for a known path with another method.
 	ln, err := net.Listen("tcp", a.cfg.Listen)

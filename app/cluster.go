@@ -45,6 +45,7 @@ func (a *App) startClaims(ctx context.Context) error {
 		TTL:       a.cfg.Cluster.ClaimTTL,
 		JetStream: func() natsjs.JetStream { return b.JetStream() },
 		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+		Log:       a.log.With("component", "cluster"),
 	})
 	if err != nil {
 		return err
@@ -52,6 +53,9 @@ func (a *App) startClaims(ctx context.Context) error {
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ensure(ectx); err != nil {
+		if cerr := refusedConfigError(err, "cluster.claim_ttl"); cerr != nil {
+			return cerr
+		}
 		a.log.Warn("cluster claims: the bucket could not be readied; claims wait for NATS", "err", err)
 	}
 	a.claims = c
@@ -103,10 +107,11 @@ func (a *App) deliveryState() outbound.DeliveryState {
 		return nil
 	}
 	b := a.broker
-	return cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cluster.DeliveryStateConfig{
+	a.deliveries = cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cluster.DeliveryStateConfig{
 		Replicas: a.cfg.NATS.Replicas,
 		TTL:      a.cfg.Retention.Events,
 		Routes:   outboundRoutes(a.cfg.Routes),
 		Tasks:    outboundTasks(a.cfg.Tasks),
 	}, a.log.With("component", "cluster"))
+	return a.deliveries
 }

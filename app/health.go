@@ -118,7 +118,8 @@ func (a *App) stoppingErr() error {
 
 // deliveryChecks are /readyz/delivery's: the outbox's oldest event is at
 // most nats.outbox_max_age old, NATS is connected, the events stream
-// exists (and, embedded, is healthy) and so does every route's consumer.
+// exists (and, embedded, is healthy) and so does every route's consumer;
+// in cluster mode, both KV buckets answer.
 func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 	var checks []check
 	add := func(name string, err error) { checks = append(checks, result(name, err)) }
@@ -144,12 +145,14 @@ func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 		}
 		add("nats", fmt.Errorf("not connected (%s)", status))
 		skip(errors.New("nats not connected"), "nats not connected")
+		a.clusterChecks(ctx, add, errors.New("nats not connected"))
 		return checks, nil
 	}
 	add("nats", nil)
 	stream, err := b.JetStream().Stream(ctx, b.Stream())
 	if err != nil {
 		skip(fmt.Errorf("stream %s: %w", b.Stream(), err), "no stream")
+		a.clusterChecks(ctx, add, nil)
 		return checks, nil
 	}
 	add("stream", b.StreamHealth())
@@ -169,11 +172,31 @@ func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 			add("consumer "+name, fmt.Errorf("consumer %s not found", consumers[name]))
 		}
 	}
+	a.clusterChecks(ctx, add, nil)
 	var routes []routeState
 	for _, st := range a.engine.Routes(ctx) {
 		routes = append(routes, routeState{Name: st.Name, State: st.State})
 	}
 	return checks, routes
+}
+
+// clusterChecks adds, in cluster mode, a check of each KV bucket: it
+// answers (found, its stream has a leader) within the probe's bound;
+// failed with skipped when set.
+func (a *App) clusterChecks(ctx context.Context, add func(string, error), skipped error) {
+	if a.claims == nil || a.deliveries == nil {
+		return
+	}
+	for _, b := range []struct {
+		name  string
+		check func(context.Context) error
+	}{{"cluster claims", a.claims.Check}, {"cluster deliveries", a.deliveries.Check}} {
+		if skipped != nil {
+			add(b.name, skipped)
+			continue
+		}
+		add(b.name, b.check(ctx))
+	}
 }
 
 // outboxAge reads how long the oldest event in the outbox has waited for

@@ -23,9 +23,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +59,8 @@ type Config struct {
 	// kept in memory, so that the relay need not ask again for an event
 	// claimed at intake. Default 65536.
 	Remember int
+	// Log receives what changed in the bucket. Default: discarded.
+	Log *slog.Logger
 }
 
 // Owner is a claim's value: who holds the event.
@@ -66,6 +70,20 @@ type Owner struct {
 	Source    string    `json:"source"`
 	EventID   string    `json:"event_id"`
 	ClaimedAt time.Time `json:"claimed_at"`
+	// Digest is a task's request fingerprint (a SHA-256 of its stored
+	// body, hex; tasks only: source store.TaskSource): another gateway
+	// given the same Idempotency-Key compares it with its request's.
+	Digest string `json:"digest,omitempty"`
+}
+
+// Digest is the digest of ev a claim carries: a task's request
+// fingerprint (SHA-256 of its body, hex), else "".
+func Digest(ev *store.Event) string {
+	if ev.Source != store.TaskSource {
+		return ""
+	}
+	sum := sha256.Sum256(ev.Body)
+	return hex.EncodeToString(sum[:])
 }
 
 // Claims is the claim store.
@@ -97,6 +115,9 @@ func New(cfg Config) (*Claims, error) {
 	if cfg.Remember <= 0 {
 		cfg.Remember = 65536
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Claims{cfg: cfg, recent: map[string]Owner{}}, nil
 }
 
@@ -116,13 +137,27 @@ func Key(source, id string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Ensure creates the bucket, or updates it to the config.
+// Ensure creates the bucket, or updates it to the config; a
+// *RefusedError says JetStream refused the update (the bucket is used as
+// it is).
 func (c *Claims) Ensure(ctx context.Context) error {
-	_, err := c.bucket(ctx)
+	_, err := c.open(ctx)
 	return err
 }
 
+// bucket is the bucket, made or updated at the first use on each
+// connection.
 func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	kv, err := c.open(ctx)
+	if kv == nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// open is the bucket with, if JetStream refused to update it to the
+// config, a *RefusedError (logged).
+func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 	js := c.cfg.JetStream()
 	c.mu.Lock()
 	kv, kvJS := c.kv, c.kvJS
@@ -133,21 +168,24 @@ func (c *Claims) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, natsjs.KeyValueConfig{
+	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,
 		Description: "hookgate: which gateway holds each event (source, event id)",
 		TTL:         c.cfg.TTL,
 		Replicas:    c.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
 		History:     1,
-	})
-	if err != nil {
+	}, c.cfg.Log)
+	if kv == nil {
 		return nil, fmt.Errorf("cluster claims: bucket %s: %w", c.cfg.Bucket, err)
+	}
+	if err != nil {
+		c.cfg.Log.Warn("cluster claims: the bucket is used as it is", "err", err)
 	}
 	c.mu.Lock()
 	c.kv, c.kvJS = kv, js
 	c.mu.Unlock()
-	return kv, nil
+	return kv, err
 }
 
 // forgetBucket drops kv, unless another call replaced it already.
@@ -165,6 +203,11 @@ func (c *Claims) forgetBucket(kv natsjs.KeyValue) {
 // does. An error means the cluster could not be asked (NATS unreachable,
 // no quorum, ctx ended): nothing is known.
 func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine bool, holder Owner, err error) {
+	return c.claim(ctx, source, id, seq, "")
+}
+
+// claim is Claim, the claim carrying digest.
+func (c *Claims) claim(ctx context.Context, source, id string, seq int64, digest string) (mine bool, holder Owner, err error) {
 	key := Key(source, id)
 	if o, ok := c.remembered(key); ok {
 		return o.Gateway == c.cfg.Gateway, o, nil
@@ -175,7 +218,7 @@ func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine 
 	}
 	// Remembered beyond the call: not the caller's (maybe reused) bytes.
 	source, id = strings.Clone(source), strings.Clone(id)
-	me := Owner{Gateway: c.cfg.Gateway, Seq: seq, Source: source, EventID: id, ClaimedAt: time.Now().UTC()}
+	me := Owner{Gateway: c.cfg.Gateway, Seq: seq, Source: source, EventID: id, ClaimedAt: time.Now().UTC(), Digest: digest}
 	val, err := json.Marshal(me)
 	if err != nil {
 		return false, Owner{}, err
@@ -192,7 +235,7 @@ func (c *Claims) Claim(ctx context.Context, source, id string, seq int64) (mine 
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, natsjs.ErrKeyNotFound) {
 		// Expired between the two calls: claim it again.
-		return c.Claim(ctx, source, id, seq)
+		return c.claim(ctx, source, id, seq, digest)
 	}
 	if err != nil {
 		return false, Owner{}, fmt.Errorf("cluster claim %s/%s: read the holder: %w", source, id, err)
@@ -211,11 +254,38 @@ func (c *Claims) ClaimAtIntake(ctx context.Context, ev *store.Event) (holder str
 	if c.cfg.Connected != nil && !c.cfg.Connected() {
 		return "", ErrNotConnected
 	}
-	mine, o, err := c.Claim(ctx, ev.Source, ev.ID, ev.Seq)
+	mine, o, err := c.claim(ctx, ev.Source, ev.ID, ev.Seq, Digest(ev))
 	if err != nil || mine {
 		return "", err
 	}
 	return o.Gateway, nil
+}
+
+// Holder reads who holds (source, id): found is false when no gateway
+// does (or its claim expired).
+func (c *Claims) Holder(ctx context.Context, source, id string) (holder Owner, found bool, err error) {
+	key := Key(source, id)
+	if o, ok := c.remembered(key); ok {
+		return o, true, nil
+	}
+	if c.cfg.Connected != nil && !c.cfg.Connected() {
+		return Owner{}, false, ErrNotConnected
+	}
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, natsjs.ErrKeyNotFound):
+		return Owner{}, false, nil
+	case err != nil:
+		return Owner{}, false, fmt.Errorf("cluster claim %s/%s: read the holder: %w", source, id, err)
+	}
+	if err := json.Unmarshal(e.Value(), &holder); err != nil {
+		return Owner{}, false, fmt.Errorf("cluster claim %s/%s: the holder's value: %w", source, id, err)
+	}
+	return holder, true, nil
 }
 
 // ClaimToPublish claims ev before it is published, once: what intake
@@ -226,7 +296,7 @@ func (c *Claims) ClaimToPublish(ctx context.Context, ev *store.Event) (holder st
 	if _, ok := c.remembered(key); !ok && c.cfg.Connected != nil && !c.cfg.Connected() {
 		return "", ErrNotConnected
 	}
-	mine, o, err := c.Claim(ctx, ev.Source, ev.ID, ev.Seq)
+	mine, o, err := c.claim(ctx, ev.Source, ev.ID, ev.Seq, Digest(ev))
 	if err != nil {
 		return "", err
 	}

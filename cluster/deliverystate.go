@@ -65,8 +65,9 @@ type DeliveryState struct {
 	kv   natsjs.KeyValue  // nil until the bucket is made
 	kvJS natsjs.JetStream // the context kv was got from
 
-	mu   sync.Mutex
-	held map[string]*claim // by KV key
+	mu      sync.Mutex
+	held    map[string]*claim // by KV key
+	failing failures          // of claims
 }
 
 // claim is a lease this process holds: the entry as it wrote it, and its
@@ -206,10 +207,27 @@ func (r record) status(id int64) store.DeliveryStatus {
 	return ds
 }
 
-// bucket is the KV bucket, made if it is not yet: looked up, else
-// created, each bounded by Wait. An existing bucket is used as it is. A
-// failure is tried again at the next use.
+// bucket is the KV bucket: looked up, else created, or updated to the
+// config where it differs, bounded by Wait, at the first use on each
+// connection. A failure is tried again at the next use; a bucket
+// JetStream refused to update is used as it is (logged).
 func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
+	kv, err := s.open(ctx)
+	if kv == nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// Ensure creates the bucket, or updates it to the config; a
+// *RefusedError says JetStream refused the update (the bucket is used as
+// it is).
+func (s *DeliveryState) Ensure(ctx context.Context) error {
+	_, err := s.open(ctx)
+	return err
+}
+
+func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 	s.kvMu.Lock()
 	defer s.kvMu.Unlock()
 	js := s.js()
@@ -221,22 +239,22 @@ func (s *DeliveryState) bucket(ctx context.Context) (natsjs.KeyValue, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
-	kv, err := js.KeyValue(tctx, s.cfg.Bucket)
-	if errors.Is(err, natsjs.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(tctx, natsjs.KeyValueConfig{
-			Bucket:      s.cfg.Bucket,
-			Description: "hookgate delivery states and round leases",
-			History:     1,
-			TTL:         s.cfg.TTL,
-			Replicas:    s.cfg.Replicas,
-			Storage:     natsjs.FileStorage,
-		})
-	}
-	if err != nil {
+	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+		Bucket:      s.cfg.Bucket,
+		Description: "hookgate delivery states and round leases",
+		History:     1,
+		TTL:         s.cfg.TTL,
+		Replicas:    s.cfg.Replicas,
+		Storage:     natsjs.FileStorage,
+	}, s.log)
+	if kv == nil {
 		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
 	}
+	if err != nil {
+		s.log.Warn("cluster: the delivery state bucket is used as it is", "err", err)
+	}
 	s.kv, s.kvJS = kv, js
-	return kv, nil
+	return kv, err
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -291,17 +309,50 @@ func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bo
 	c := &claim{}
 	s.held[key] = c
 	s.mu.Unlock()
-	if err := s.claim(ctx, k.Route, key, c); err != nil {
-		s.mu.Lock()
+	err := s.claim(ctx, k.Route, key, c)
+	s.mu.Lock()
+	lvl := s.failing.level(err, s.now())
+	if err != nil {
 		delete(s.held, key)
-		s.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if err != nil {
 		if !errors.Is(err, errLeased) {
-			s.log.Warn("cannot claim a delivery round in the cluster; it waits", "route", k.Route,
+			s.log.Log(ctx, lvl, "cannot claim a delivery round in the cluster; it waits", "route", k.Route,
 				"source", k.Source, "event_id", k.EventID, "err", err)
 		}
 		return false
 	}
 	return true
+}
+
+// noLeaderGrace is how long the bucket answering "no responders" (its
+// stream has no leader yet: a bucket just made, a NATS leader election)
+// is expected, and logged at debug level; past it, a warning.
+const noLeaderGrace = 15 * time.Second
+
+// failures is a run of failed KV requests.
+type failures struct {
+	since time.Time // when the run of "no responders" began; zero: none
+}
+
+// level is the level to log err at (at now) and ends the run on a
+// request that got an answer (err nil or errLeased).
+func (f *failures) level(err error, now time.Time) slog.Level {
+	switch {
+	case err == nil || errors.Is(err, errLeased):
+		f.since = time.Time{}
+		return slog.LevelDebug
+	case !noLeader(err):
+		return slog.LevelWarn
+	}
+	if f.since.IsZero() {
+		f.since = now
+	}
+	if now.Sub(f.since) < noLeaderGrace {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // errLeased: another gateway's round runs.

@@ -287,6 +287,7 @@ type Cluster struct {
 	ClaimTTL time.Duration `yaml:"claim_ttl"`
 	// ClaimTimeout is how long intake waits for the cluster claim of an
 	// event it just stored before answering it accepted anyway (the relay
-	// claims it before publishing). Default 500ms.
+	// claims it before publishing); the task API's requests to the claims
+	// share it too. Default 500ms.
 	ClaimTimeout time.Duration `yaml:"claim_timeout"`
 }

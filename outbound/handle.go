@@ -151,8 +151,11 @@ func (e *Engine) adopt(ctx context.Context, r *route, ev *envelope, msg natsjs.M
 			"source", ev.source, "event_id", ev.id, "err", err)
 		return false
 	}
+	// Storing it is unusual on a single gateway (its store was replaced,
+	// or retention pruned the event); in cluster mode (a shared
+	// DeliveryState) an event accepted by another gateway comes so.
 	lvl := slog.LevelDebug
-	if stored {
+	if _, single := e.state.(*localState); stored && single {
 		lvl = slog.LevelInfo
 	}
 	e.log.Log(ctx, lvl, "message's Hookgate-Seq is not its event's in this store; delivering under the store's",

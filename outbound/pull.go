@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +52,8 @@ type puller struct {
 	r    *route
 	sem  chan struct{} // a token per worker busy or reserved for a fetch
 	work chan natsjs.Msg
+	// noLeader is the run of fetches that found no responders.
+	noLeader noLeaderRun
 }
 
 func (p *puller) worker(roundCtx context.Context) {
@@ -124,10 +127,35 @@ func (p *puller) fetch(ctx context.Context, cons natsjs.Consumer, n int) time.Du
 	}
 	p.free(n - p.dispatch(ctx, batch))
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-		p.e.log.Warn("route fetch interrupted", "route", p.r.cfg.Name, "err", err)
+		p.e.log.Log(ctx, p.noLeader.level(err, time.Now()), "route fetch interrupted", "route", p.r.cfg.Name, "err", err)
 		return 250 * time.Millisecond
 	}
+	p.noLeader = noLeaderRun{}
 	return 0
+}
+
+// noLeaderGrace is how long "no responders" (the consumer has no leader:
+// just created, or a NATS leader election) is expected and logged at
+// debug level; past it, a warning.
+const noLeaderGrace = 15 * time.Second
+
+// noLeaderRun is a run of fetches that found no responders.
+type noLeaderRun struct {
+	since time.Time // zero: none
+}
+
+// level is the level to log err at, the run going on at now.
+func (r *noLeaderRun) level(err error, now time.Time) slog.Level {
+	if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, natsjs.ErrNoStreamResponse) {
+		return slog.LevelWarn
+	}
+	if r.since.IsZero() {
+		r.since = now
+	}
+	if now.Sub(r.since) < noLeaderGrace {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // dispatch gives each message of a batch to a worker (each holds a

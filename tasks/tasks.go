@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/outbound"
@@ -58,6 +60,15 @@ type URLChecker interface {
 	CheckURL(ctx context.Context, raw string) error
 }
 
+// Cluster is the cluster claim store (cluster.Claims), in cluster mode.
+type Cluster interface {
+	// ClaimAtIntake claims a task just stored here; holder is "" when
+	// this gateway holds it.
+	ClaimAtIntake(ctx context.Context, ev *store.Event) (holder string, err error)
+	// Holder reads who holds a task, and its request's digest.
+	Holder(ctx context.Context, source, id string) (holder cluster.Owner, found bool, err error)
+}
+
 // Handler is the task API.
 type Handler struct {
 	store   Store
@@ -65,6 +76,8 @@ type Handler struct {
 	notify  func()
 	keyTTL  time.Duration
 	maxBody int
+	cluster Cluster
+	wait    time.Duration // bounds each request to cluster
 	log     *slog.Logger
 	answers *prometheus.CounterVec
 }
@@ -78,12 +91,22 @@ type Config struct {
 	// MaxBody is the largest task request accepted, in bytes. Default
 	// 1048576 (1 MiB).
 	MaxBody int
+	// Cluster, if set (cluster mode), makes one Idempotency-Key (per
+	// token) one task across the gateways: the task's ID is derived from
+	// (token scope, key), so the cluster claim of its event makes one
+	// gateway deliver it, and a request another gateway took already is
+	// answered with its task ID, or 422 if the request differs. Default:
+	// none (single gateway: random task IDs).
+	Cluster Cluster
+	// ClusterTimeout bounds each request to Cluster. Default 500ms.
+	ClusterTimeout time.Duration
 }
 
 // Defaults of Config.
 const (
-	DefaultKeyTTL  = 24 * time.Hour
-	DefaultMaxBody = 1 << 20
+	DefaultKeyTTL         = 24 * time.Hour
+	DefaultMaxBody        = 1 << 20
+	DefaultClusterTimeout = 500 * time.Millisecond
 )
 
 // New returns the task API. notify wakes the outbox relay; reg, if set,
@@ -95,7 +118,11 @@ func New(cfg Config, st Store, policy URLChecker, notify func(), reg prometheus.
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
-	h := &Handler{store: st, policy: policy, notify: notify, keyTTL: cfg.KeyTTL, maxBody: cfg.MaxBody, log: log,
+	if cfg.ClusterTimeout <= 0 {
+		cfg.ClusterTimeout = DefaultClusterTimeout
+	}
+	h := &Handler{store: st, policy: policy, notify: notify, keyTTL: cfg.KeyTTL, maxBody: cfg.MaxBody,
+		cluster: cfg.Cluster, wait: cfg.ClusterTimeout, log: log,
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_task_requests_total",
 			Help: "Task API answers by outcome (created, replayed, in_flight, mismatch, invalid, refused, unavailable).",
@@ -174,7 +201,8 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	outcome, ans, cerr := h.store.ClaimKey(ctx, scope, key, fingerprint(tr), h.keyTTL, abandonAfter)
+	fp := fingerprint(tr)
+	outcome, ans, cerr := h.store.ClaimKey(ctx, scope, key, fp, h.keyTTL, abandonAfter)
 	if cerr != nil {
 		return h.unavailable(c, cerr)
 	}
@@ -184,8 +212,7 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return h.fail("in_flight", http.StatusConflict, "idempotency_key_in_flight",
 			"a request with this Idempotency-Key is still being processed; retry later")
 	case store.KeyMismatch:
-		return h.fail("mismatch", http.StatusUnprocessableEntity, "idempotency_key_mismatch",
-			"this Idempotency-Key was used with a different request")
+		return h.mismatch()
 	case store.KeyReplay:
 		h.answers.WithLabelValues("replayed").Inc()
 		c.Set("Idempotent-Replayed", "true")
@@ -205,21 +232,107 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		}
 		return h.fail("refused", http.StatusUnprocessableEntity, "destination_unresolvable", err.Error())
 	}
+	id := newID()
+	cctx := ctx // the cluster's requests: within ClusterTimeout in all
+	if h.cluster != nil {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, h.wait)
+		defer cancel()
+		id = TaskID(scope, key)
+		if answered, err := h.sameTask(ctx, cctx, c, scope, key, id, fp); answered {
+			return err
+		}
+	}
 	now := time.Now()
-	task := Task{ID: newID(), State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: now.UTC()}
+	task := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: now.UTC()}
 	task.IdempotencyKey = outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, task.ID)
-	body, _ := json.Marshal(tr)
+	body, _ := json.Marshal(tr) // the bytes fingerprint hashes
 	resp, _ := json.Marshal(task)
 	ev := &store.Event{ID: task.ID, Type: "task", ContentType: fiber.MIMEApplicationJSON, Body: body, ReceivedAt: now}
 	if err := h.store.CreateTask(ctx, ev, scope, key, http.StatusAccepted, resp); err != nil {
 		h.release(scope, key)
 		return h.unavailable(c, err)
 	}
+	answer := "created"
+	if h.cluster != nil && h.claim(cctx, c, ev, fp) {
+		answer = "replayed"
+	}
 	h.notify()
-	h.answers.WithLabelValues("created").Inc()
+	h.answers.WithLabelValues(answer).Inc()
 	h.log.Info("task created", "task_id", task.ID, "method", tr.Method, "host", hostOf(tr.URL))
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(http.StatusAccepted).Send(resp)
+}
+
+// TaskID is a task's ID in cluster mode: derived from (scope, key), the
+// same on every gateway.
+func TaskID(scope, key string) string {
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(scope))) // no (scope, key) pair reads as another
+	h.Write(n[:])
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	return "task_" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// sameTask answers, in cluster mode, a request whose task (id) exists
+// already: stored here (the key expired here, the task not: the same
+// request is answered with the task, another 422), or held by another
+// gateway with another request (422). answered is false when the task is
+// to be stored here: new, held elsewhere for the same request (this
+// gateway's copy is then never published), or the cluster did not answer
+// within cctx.
+func (h *Handler) sameTask(ctx, cctx context.Context, c *fiber.Ctx, scope, key, id, fp string) (answered bool, err error) {
+	ev, err := h.store.GetEvent(ctx, store.TaskSource, id)
+	switch {
+	case err == nil:
+		h.release(scope, key)
+		if cluster.Digest(ev) != fp {
+			return true, h.mismatch()
+		}
+		var tr store.TaskRequest
+		if err := json.Unmarshal(ev.Body, &tr); err != nil {
+			return true, fmt.Errorf("task %s: stored request: %w", id, err)
+		}
+		task := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
+			IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
+		h.answers.WithLabelValues("replayed").Inc()
+		c.Set("Idempotent-Replayed", "true")
+		return true, c.Status(http.StatusAccepted).JSON(task)
+	case !errors.Is(err, store.ErrNotFound):
+		h.release(scope, key)
+		return true, h.unavailable(c, err)
+	}
+	o, found, err := h.cluster.Holder(cctx, store.TaskSource, id)
+	if err == nil && found && o.Digest != "" && o.Digest != fp {
+		h.release(scope, key)
+		return true, h.mismatch()
+	}
+	return false, nil
+}
+
+// claim claims ev, the task just stored here, in the cluster (within
+// cctx; else the relay does before publishing). Held by another gateway
+// (elsewhere), the answer is a replay of the task it took.
+func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) (elsewhere bool) {
+	holder, err := h.cluster.ClaimAtIntake(cctx, ev)
+	if err != nil || holder == "" {
+		return false
+	}
+	c.Set("Idempotent-Replayed", "true")
+	if o, found, err := h.cluster.Holder(cctx, store.TaskSource, ev.ID); err == nil && found && o.Digest != "" && o.Digest != fp {
+		// Two requests under one key at once on two gateways: the
+		// other's is the task; this one is never published.
+		h.log.Warn("task key used at once on two gateways with different requests; the other gateway's is delivered",
+			"task_id", ev.ID, "holder", holder)
+	}
+	return true
+}
+
+func (h *Handler) mismatch() error {
+	return h.fail("mismatch", http.StatusUnprocessableEntity, "idempotency_key_mismatch",
+		"this Idempotency-Key was used with a different request")
 }
 
 func (h *Handler) release(scope, key string) {

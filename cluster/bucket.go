@@ -1,0 +1,197 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Change is one setting of a bucket that differs from the config.
+type Change struct {
+	Setting  string // "ttl", "replicas", "history" or "storage"
+	From, To string
+}
+
+func (c Change) String() string { return c.Setting + " " + c.From + " → " + c.To }
+
+// RefusedError says that a bucket differs from the config and JetStream
+// did not change it (storage cannot change; a number of replicas the
+// cluster cannot place is refused). The bucket is usable as it is.
+type RefusedError struct {
+	Bucket  string
+	Changes []Change
+	Err     error
+}
+
+func (e *RefusedError) Error() string {
+	parts := make([]string, len(e.Changes))
+	for i, c := range e.Changes {
+		parts[i] = c.String()
+	}
+	return fmt.Sprintf("cluster: bucket %s: jetstream refused %s: %v", e.Bucket, strings.Join(parts, ", "), e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// errStorage: JetStream cannot change a stream's storage.
+var errStorage = errors.New("a bucket's storage cannot change: delete the bucket (its claims or states are lost) or keep its storage")
+
+// changes lists what differs between a bucket's stream config and cfg.
+func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
+	var out []Change
+	if have.MaxAge != cfg.TTL {
+		out = append(out, Change{"ttl", have.MaxAge.String(), cfg.TTL.String()})
+	}
+	if want := max(cfg.Replicas, 1); have.Replicas != want {
+		out = append(out, Change{"replicas", strconv.Itoa(have.Replicas), strconv.Itoa(want)})
+	}
+	if want := int64(max(cfg.History, 1)); have.MaxMsgsPerSubject != want {
+		out = append(out, Change{"history", strconv.FormatInt(have.MaxMsgsPerSubject, 10), strconv.FormatInt(want, 10)})
+	}
+	if have.Storage != cfg.Storage {
+		out = append(out, Change{"storage", have.Storage.String(), cfg.Storage.String()})
+	}
+	return out
+}
+
+// ensureBucket returns the bucket of cfg: created if there is none, else
+// updated where its ttl, replicas or history differ from cfg (logged).
+// If JetStream refuses the update, the bucket is returned as it is with
+// a *RefusedError.
+func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, log *slog.Logger) (natsjs.KeyValue, error) {
+	var kv natsjs.KeyValue
+	lookup := func() (err error) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		return err
+	}
+	err := whileNoLeader(ctx, lookup)
+	if errors.Is(err, natsjs.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
+			err = whileNoLeader(ctx, lookup) // another gateway made it meanwhile
+		} else if err == nil {
+			log.Info("cluster bucket created", "bucket", cfg.Bucket, "ttl", cfg.TTL, "replicas", max(cfg.Replicas, 1))
+			return kv, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st natsjs.KeyValueStatus
+	err = whileNoLeader(ctx, func() (err error) {
+		st, err = kv.Status(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read its config: %w", err)
+	}
+	bs, ok := st.(*natsjs.KeyValueBucketStatus)
+	if !ok {
+		return kv, nil
+	}
+	diff := changes(bs.StreamInfo().Config, cfg)
+	if len(diff) == 0 {
+		return kv, nil
+	}
+	for _, c := range diff {
+		if c.Setting == "storage" {
+			return kv, &RefusedError{Bucket: cfg.Bucket, Changes: diff, Err: errStorage}
+		}
+	}
+	updated, err := js.UpdateKeyValue(ctx, cfg)
+	if err != nil {
+		var apiErr *natsjs.APIError
+		if errors.As(err, &apiErr) {
+			return kv, &RefusedError{Bucket: cfg.Bucket, Changes: diff, Err: err}
+		}
+		return nil, fmt.Errorf("update it: %w", err)
+	}
+	args := []any{"bucket", cfg.Bucket}
+	for _, c := range diff {
+		args = append(args, c.Setting, c.From+" → "+c.To)
+	}
+	log.Info("cluster bucket updated to the config", args...)
+	for _, c := range diff {
+		if c.Setting == "replicas" {
+			waitReplicas(ctx, js, cfg)
+		}
+	}
+	return updated, nil
+}
+
+// waitReplicas waits, until ctx ends, for the bucket's stream to have a
+// leader and every replica current: writes made while its peers change
+// (after a change of replicas) can go unanswered.
+func waitReplicas(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig) {
+	want := max(cfg.Replicas, 1)
+	for {
+		if s, err := js.Stream(ctx, "KV_"+cfg.Bucket); err == nil {
+			ci := s.CachedInfo().Cluster
+			if ci == nil {
+				return
+			}
+			current := 0
+			for _, p := range ci.Replicas {
+				if p.Current {
+					current++
+				}
+			}
+			if ci.Leader != "" && current == want-1 {
+				return
+			}
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// noLeader says whether err is "no responders": the stream has no leader
+// (just made, or a NATS leader election).
+func noLeader(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrNoStreamResponse)
+}
+
+// whileNoLeader calls f again while it finds no leader, until ctx ends.
+func whileNoLeader(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if !noLeader(err) || !sleep(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
+}
+
+// checkBucket fails unless bucket's stream is found and, on a NATS
+// cluster, has a leader: a bucket that answers.
+func checkBucket(ctx context.Context, js natsjs.JetStream, bucket string) error {
+	if js == nil {
+		return errors.New("not connected to nats")
+	}
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	info := stream.CachedInfo()
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		return fmt.Errorf("bucket %s: its stream has no leader", bucket)
+	}
+	return nil
+}
+
+// Check fails unless the bucket answers: found, with a leader.
+func (c *Claims) Check(ctx context.Context) error {
+	return checkBucket(ctx, c.cfg.JetStream(), c.cfg.Bucket)
+}
+
+// Check fails unless the bucket answers: found, with a leader.
+func (s *DeliveryState) Check(ctx context.Context) error {
+	return checkBucket(ctx, s.js(), s.cfg.Bucket)
+}

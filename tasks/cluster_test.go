@@ -1,0 +1,107 @@
+package tasks_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// Two gateways in cluster mode on a 3-node NATS cluster: a task POSTed
+// with one Idempotency-Key to both is one task (both answers name it, the
+// second a replay) delivered once; another request under a key another
+// gateway took is 422.
+func TestTaskKeyAcrossGateways(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	var mu sync.Mutex
+	got := map[string]int{} // requests by path
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path]++
+		mu.Unlock()
+	}))
+	t.Cleanup(downstream.Close)
+	extra := fmt.Sprintf(`nats: {url: %q, replicas: 3, duplicate_window: 1s, connect_timeout: 5s}
+cluster: {enabled: true, claim_timeout: 10s}
+`, nc.URL)
+	gws := []*harness{start(t, extra), start(t, extra)}
+
+	body := fmt.Sprintf(`{"url":"%s/once","body":{"a":1}}`, downstream.URL)
+	first := gws[0].submit(t, "key-1", body)
+	second := gws[1].submit(t, "key-1", body)
+	if first.status != 202 || second.status != 202 {
+		t.Fatalf("the same key and request at two gateways: %d %s, %d %s; want 202 twice", first.status, first.raw, second.status, second.raw)
+	}
+	if first.body["id"] != second.body["id"] {
+		t.Errorf("task IDs %v and %v; want one task", first.body["id"], second.body["id"])
+	}
+	if !second.replayed {
+		t.Errorf("second answer not marked Idempotent-Replayed")
+	}
+
+	// Another request under a key the other gateway took.
+	gws[0].submit(t, "key-2", fmt.Sprintf(`{"url":"%s/two","body":{"a":1}}`, downstream.URL))
+	if a := gws[1].submit(t, "key-2", fmt.Sprintf(`{"url":"%s/two","body":{"a":2}}`, downstream.URL)); a.status != 422 || a.code() != "idempotency_key_mismatch" {
+		t.Errorf("another request under key-2 at the other gateway: %d %s; want 422 idempotency_key_mismatch", a.status, a.raw)
+	}
+
+	waitFor(t, "both tasks delivered, outboxes and stream drained", func() (bool, string) {
+		mu.Lock()
+		once, two := got["/once"], got["/two"]
+		mu.Unlock()
+		if once == 0 || two == 0 {
+			return false, fmt.Sprintf("/once %d, /two %d", once, two)
+		}
+		for i, g := range gws {
+			if _, ok, err := g.Store().OutboxOldest(context.Background()); ok || err != nil {
+				return false, fmt.Sprintf("gateway %d: outbox not empty (%v)", i, err)
+			}
+		}
+		s, err := gws[0].Broker().JetStream().Stream(context.Background(), gws[0].Broker().Stream())
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := s.Info(context.Background())
+		if err != nil || info.State.Msgs != 0 {
+			return false, fmt.Sprintf("stream: %v messages (%v)", info, err)
+		}
+		return true, ""
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got["/once"] != 1 || got["/two"] != 1 {
+		t.Fatalf("deliveries: /once %d, /two %d; want 1 each", got["/once"], got["/two"])
+	}
+}
+
+// In cluster mode a task's ID is derived from its key: a key used again
+// after tasks.key_ttl, while its task is still stored here, is answered
+// from the task (the same request: 202 and its ID; another: 422), not
+// refused as a task that exists.
+func TestTaskKeyAfterKeyTTLInCluster(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	h := start(t, fmt.Sprintf(`  key_ttl: 1s
+nats: {url: %q, replicas: 3, connect_timeout: 5s}
+cluster: {enabled: true, claim_timeout: 10s}
+`, nc.URL))
+	body := `{"url":"http://public.test/hook","body":{"a":1}}`
+	first := h.submit(t, "key-ttl", body)
+	if first.status != 202 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	t0 := time.Now()
+	waitFor(t, "tasks.key_ttl (1s) passed", func() (bool, string) {
+		return time.Since(t0) > 1500*time.Millisecond, "waiting"
+	})
+	if a := h.submit(t, "key-ttl", body); a.status != 202 || a.body["id"] != first.body["id"] || !a.replayed {
+		t.Errorf("the same request after key_ttl: %d %s (replayed %v); want 202 naming %v, replayed", a.status, a.raw, a.replayed, first.body["id"])
+	}
+	if a := h.submit(t, "key-ttl", `{"url":"http://public.test/hook","body":{"a":2}}`); a.status != 422 || a.code() != "idempotency_key_mismatch" {
+		t.Errorf("another request after key_ttl: %d %s; want 422 idempotency_key_mismatch", a.status, a.raw)
+	}
+}
