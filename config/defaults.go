@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/hookgate/hookgate/signature"
 )
 
 // Defaults, as stated on the fields of Config.
@@ -109,15 +111,9 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 			str(&s.HMAC.Algorithm, DefaultHMACAlgorithm)
 			str(&s.HMAC.Encoding, DefaultHMACEncoding)
 		}
-		var idHeader, idField, typeHeader, typeField string
-		switch s.Verify {
-		case "stripe":
-			idField, typeField = "id", "type"
-		case "standard":
-			idHeader, typeField = "webhook-id", "type"
-		case "github":
-			idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
-		}
+		scheme, _ := signature.Lookup(s.Verify) // validation reports an unknown one
+		idHeader, idField := scheme.ID.Header, scheme.ID.Field
+		typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 		// A location the file gives (header or field) replaces both defaults.
 		if s.IDHeader == "" && s.IDField == "" {
 			s.IDHeader, s.IDField = idHeader, idField

@@ -60,7 +60,7 @@ func TestValidation(t *testing.T) {
 		{"source name leading dash", "sources: [{name: -a, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "-a"…`},
 		{"source name too long", "sources: [{name: " + strings.Repeat("a", 65) + ", verify: none, id_field: id}]\n", `config: sources[0].name: invalid name…`},
 		{"source name duplicate", validBase + "  - {name: gh, verify: github, secrets: [s]}\n  - {name: stripe, verify: github, secrets: [s]}\n", `config: sources[2].name: duplicate source "stripe"`},
-		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (stripe, standard, github, hmac or none)"},
+		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (github, hmac, none, standard or stripe)"},
 		{"verify unknown", "sources: [{name: a, verify: foo, secrets: [s]}]\n", `config: sources[0].verify: unknown scheme "foo"…`},
 		{"secrets missing", "sources: [{name: a, verify: stripe}]\n", "config: sources[0].secrets: required for verify: stripe"},
 		{"secrets empty list", "sources: [{name: a, verify: github, secrets: []}]\n", "config: sources[0].secrets: required for verify: github"},
@@ -176,7 +176,7 @@ routes:
 `, nil)
 	want := []string{
 		`config: log.level: unknown level "loud" (want debug, info, warn or error)`,
-		`config: sources[0].verify: unknown scheme "foo" (want stripe, standard, github, hmac or none)`,
+		`config: sources[0].verify: unknown scheme "foo" (want github, hmac, none, standard or stripe)`,
 		`config: sources[1].name: duplicate source "a"`,
 		`config: sources[1].secrets: required for verify: stripe`,
 		`config: routes[0].sources[0]: unknown source "b"`,

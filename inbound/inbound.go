@@ -95,6 +95,7 @@ type source struct {
 	paths                []string // JSON paths to look up: id field, type field (either may be "")
 	needJSON             bool
 	keepHeaders          []string
+	handshake            signature.Handshake // nil unless the scheme has one
 	accepted, duplicate  *outcomeMetrics
 }
 
@@ -121,8 +122,8 @@ type Options struct {
 type Source struct {
 	// Name is the URL segment and the subject token. Required, unique.
 	Name string
-	// Verify is the signature scheme: stripe, standard, github, hmac or
-	// none. Required.
+	// Verify is the signature scheme, one of signature.Names (stripe,
+	// standard, github, hmac, none, and the provider presets). Required.
 	Verify string
 	// Secrets are tried in turn; any may match (secret rotation). Required
 	// unless Verify is none.
@@ -161,15 +162,9 @@ func (sc Source) withDefaults() Source {
 	if sc.MaxBody <= 0 {
 		sc.MaxBody = DefaultMaxBody
 	}
-	var idHeader, idField, typeHeader, typeField string
-	switch sc.Verify {
-	case "stripe":
-		idField, typeField = "id", "type"
-	case "standard":
-		idHeader, typeField = "webhook-id", "type"
-	case "github":
-		idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
-	}
+	scheme, _ := signature.Lookup(sc.Verify) // New reports an unknown one
+	idHeader, idField := scheme.ID.Header, scheme.ID.Field
+	typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 	if sc.IDHeader == "" && sc.IDField == "" {
 		sc.IDHeader, sc.IDField = idHeader, idField
 	}
@@ -233,6 +228,9 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 			needJSON: sc.IDField != "" || sc.TypeField != "",
 		}
 		src.keepHeaders = keepHeaders(sc)
+		if scheme, ok := signature.Lookup(sc.Verify); ok {
+			src.handshake = scheme.Handshake
+		}
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
 		h.sources[sc.Name] = src
@@ -242,19 +240,7 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 }
 
 func newVerifier(sc Source) (signature.Verifier, error) {
-	switch sc.Verify {
-	case "stripe":
-		return signature.NewStripe(sc.Secrets, sc.Tolerance)
-	case "standard":
-		return signature.NewStandard(sc.Secrets, sc.Tolerance)
-	case "github":
-		return signature.NewGitHub(sc.Secrets)
-	case "hmac":
-		return signature.NewHMAC(sc.Secrets, sc.HMAC)
-	case "none":
-		return signature.None{}, nil
-	}
-	return nil, fmt.Errorf("unknown verify scheme %q", sc.Verify)
+	return signature.NewVerifier(sc.Verify, signature.Params{Secrets: sc.Secrets, Tolerance: sc.Tolerance, HMAC: sc.HMAC})
 }
 
 // keepHeaders lists the request headers stored with each event: those that
@@ -266,8 +252,8 @@ func keepHeaders(sc Source) []string {
 			hs = append(hs, h)
 		}
 	}
-	if sc.Verify == "standard" {
-		hs = append(hs, "webhook-timestamp")
+	if scheme, ok := signature.Lookup(sc.Verify); ok {
+		hs = append(hs, scheme.KeepHeaders...)
 	}
 	// In the order encoding/json writes a map's keys, once each.
 	sort.Strings(hs)
@@ -292,6 +278,7 @@ const (
 	OutcomeTooLarge     = "too_large"
 	OutcomeUnknown      = "unknown_source"
 	OutcomeUnavailable  = "unavailable"
+	OutcomeHandshake    = "handshake" // a provider's check of the endpoint, answered, not stored
 )
 
 func (h *Handler) serve(c *fiber.Ctx) error {
@@ -314,6 +301,12 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		code := signatureCode(err)
 		h.refuse(c, src.name, OutcomeUnauthorized, start, "signature refused", "reason", code)
 		return httperror.New(http.StatusUnauthorized, code, err.Error())
+	}
+	if src.handshake != nil {
+		if a, ok := src.handshake(sc.header, body); ok {
+			h.answerHandshake(c, src.name, a, start)
+			return nil
+		}
 	}
 
 	var id, typ string
@@ -413,6 +406,22 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out) // copies
 	return nil
+}
+
+// answerHandshake sends a handshake's answer; nothing is stored.
+func (h *Handler) answerHandshake(c *fiber.Ctx, src string, a signature.Answer, start time.Time) {
+	h.metrics.observe(src, OutcomeHandshake, start)
+	h.log.Debug("handshake answered", "source", src, "status", a.Status)
+	if a.Status == 0 {
+		a.Status = http.StatusOK
+	}
+	if a.ContentType == "" {
+		a.ContentType = "text/plain; charset=utf-8"
+	}
+	c.Status(a.Status)
+	c.Response().Header.SetContentType(a.ContentType)
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Response().SetBody(a.Body) // copies
 }
 
 // afterClaim follows the local claim of ev: a new event wakes the relay

@@ -191,3 +191,18 @@ func SignStandard(key []byte, id string, ts time.Time, body []byte) string {
 	out = base64.StdEncoding.AppendEncode(out, m.Sum(sum[:0]))
 	return string(out)
 }
+
+func init() {
+	Register(Scheme{
+		Name: "standard",
+		ID:   Location{Header: "webhook-id"}, Type: Location{Field: "type"},
+		CheckSecret: func(s string) error {
+			if _, err := DecodeStandardSecret(s); err != nil {
+				return fmt.Errorf("invalid standard webhooks secret: %w", err)
+			}
+			return nil
+		},
+		KeepHeaders: []string{"webhook-timestamp"},
+		New:         func(p Params) (Verifier, error) { return NewStandard(p.Secrets, p.Tolerance) },
+	})
+}
