@@ -105,7 +105,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		p := fmt.Sprintf("sources[%d].", i)
-		dur(&s.Tolerance, p+"tolerance", DefaultTolerance)
+		dur(&s.Tolerance, p+"tolerance", schemeTolerance(s.Verify))
 		num(&s.MaxBody, p+"max_body", DefaultMaxBody)
 		if s.Verify == "hmac" {
 			str(&s.HMAC.Algorithm, DefaultHMACAlgorithm)
@@ -161,4 +161,12 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.HTTP.WriteTimeout, "http.write_timeout", DefaultHTTPWriteTimeout)
 	dur(&c.HTTP.IdleTimeout, "http.idle_timeout", DefaultHTTPIdleTimeout)
 	num(&c.HTTP.BodyMemory, "http.body_memory", DefaultBodyMemory)
+}
+
+// schemeTolerance is the default tolerance of the verify scheme name.
+func schemeTolerance(name string) time.Duration {
+	if s, ok := signature.Lookup(name); ok && s.Tolerance > 0 {
+		return s.Tolerance
+	}
+	return DefaultTolerance
 }

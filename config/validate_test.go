@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/signature"
 )
 
 // validBase is a valid configuration that the cases below extend.
@@ -60,7 +62,7 @@ func TestValidation(t *testing.T) {
 		{"source name leading dash", "sources: [{name: -a, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "-a"…`},
 		{"source name too long", "sources: [{name: " + strings.Repeat("a", 65) + ", verify: none, id_field: id}]\n", `config: sources[0].name: invalid name…`},
 		{"source name duplicate", validBase + "  - {name: gh, verify: github, secrets: [s]}\n  - {name: stripe, verify: github, secrets: [s]}\n", `config: sources[2].name: duplicate source "stripe"`},
-		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (github, hmac, none, standard or stripe)"},
+		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (" + wantSchemes() + ")"},
 		{"verify unknown", "sources: [{name: a, verify: foo, secrets: [s]}]\n", `config: sources[0].verify: unknown scheme "foo"…`},
 		{"secrets missing", "sources: [{name: a, verify: stripe}]\n", "config: sources[0].secrets: required for verify: stripe"},
 		{"secrets empty list", "sources: [{name: a, verify: github, secrets: []}]\n", "config: sources[0].secrets: required for verify: github"},
@@ -176,7 +178,7 @@ routes:
 `, nil)
 	want := []string{
 		`config: log.level: unknown level "loud" (want debug, info, warn or error)`,
-		`config: sources[0].verify: unknown scheme "foo" (want github, hmac, none, standard or stripe)`,
+		`config: sources[0].verify: unknown scheme "foo" (want ` + wantSchemes() + ")",
 		`config: sources[1].name: duplicate source "a"`,
 		`config: sources[1].secrets: required for verify: stripe`,
 		`config: routes[0].sources[0]: unknown source "b"`,
@@ -207,4 +209,11 @@ func TestClusterNeedsExternalNATS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cluster.enabled: needs nats.url") {
 		t.Fatalf("err = %v, want cluster.enabled: needs nats.url", err)
 	}
+}
+
+// wantSchemes lists the registered verify schemes as the errors do
+// (signature's TestRegistry checks the registry itself).
+func wantSchemes() string {
+	names := signature.Names()
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -6,6 +6,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,7 +93,7 @@ type source struct {
 	verifier             signature.Verifier
 	maxBody              int
 	idHeader, typeHeader string
-	paths                []string // JSON paths to look up: id field, type field (either may be "")
+	paths                []string // JSON paths to look up: id field, type field (either may be ""), the type's fallback if any
 	needJSON             bool
 	keepHeaders          []string
 	handshake            signature.Handshake // nil unless the scheme has one
@@ -129,7 +130,8 @@ type Source struct {
 	// unless Verify is none.
 	Secrets []string
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard). Default 5m.
+	// standard, slack, twitch, discord). Default 5m, or the scheme's
+	// (signature.Scheme.Tolerance: twitch 10m).
 	Tolerance time.Duration
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int
@@ -156,13 +158,13 @@ const (
 
 // withDefaults returns sc with the defaults filled in.
 func (sc Source) withDefaults() Source {
+	scheme, _ := signature.Lookup(sc.Verify) // New reports an unknown one
 	if sc.Tolerance <= 0 {
-		sc.Tolerance = DefaultTolerance
+		sc.Tolerance = cmp.Or(scheme.Tolerance, DefaultTolerance)
 	}
 	if sc.MaxBody <= 0 {
 		sc.MaxBody = DefaultMaxBody
 	}
-	scheme, _ := signature.Lookup(sc.Verify) // New reports an unknown one
 	idHeader, idField := scheme.ID.Header, scheme.ID.Field
 	typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 	if sc.IDHeader == "" && sc.IDField == "" {
@@ -230,6 +232,10 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 		src.keepHeaders = keepHeaders(sc)
 		if scheme, ok := signature.Lookup(sc.Verify); ok {
 			src.handshake = scheme.Handshake
+			// The scheme's type field may have a fallback (slack: event.type, else type).
+			if f := scheme.Type.Fallback; f != "" && sc.TypeHeader == "" && sc.TypeField == scheme.Type.Field {
+				src.paths = append(src.paths, f)
+			}
 		}
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
@@ -310,14 +316,16 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 
 	var id, typ string
-	var inexact [2]bool // the ID, the type held invalid UTF-8 or a lone surrogate
+	var inexact [3]bool // the ID, the type, the type's fallback held invalid UTF-8 or a lone surrogate
 	if src.needJSON {
-		var out [2]string
-		if err := lookupJSON(body, src.paths, out[:], inexact[:]); err != nil {
+		var out [3]string
+		n := len(src.paths)
+		if err := lookupJSON(body, src.paths, out[:n], inexact[:n]); err != nil {
 			h.refuse(c, src.name, OutcomeInvalid, start, "malformed json")
 			return httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
 		}
-		id, typ = out[0], out[1]
+		id = out[0]
+		typ, inexact[1] = typeOrFallback(out[:n], inexact[:n])
 	}
 	if src.idHeader != "" {
 		id, inexact[0] = c.Get(src.idHeader), false
@@ -406,6 +414,15 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out) // copies
 	return nil
+}
+
+// typeOrFallback is the type lookupJSON found, or if it is empty the
+// scheme's fallback field (out[2]) when there is one.
+func typeOrFallback(out []string, inexact []bool) (string, bool) {
+	if out[1] == "" && len(out) > 2 {
+		return out[2], inexact[2]
+	}
+	return out[1], inexact[1]
 }
 
 // answerHandshake sends a handshake's answer; nothing is stored.

@@ -117,3 +117,30 @@ func parseDiscordSignature(v string) ([ed25519.SignatureSize]byte, error) {
 func SignDiscord(key ed25519.PrivateKey, ts string, body []byte) string {
 	return hex.EncodeToString(ed25519.Sign(key, append([]byte(ts), body...)))
 }
+
+// discordPong is the answer to a PING interaction (type 1): a PONG.
+var discordPong = []byte(`{"type":1}`)
+
+func init() {
+	Register(Scheme{
+		Name: "discord",
+		ID:   Location{Field: "id"}, Type: Location{Field: "type"},
+		CheckSecret: func(s string) error {
+			if _, err := DecodeDiscordPublicKey(s); err != nil {
+				return fmt.Errorf("invalid discord public key: %w", err)
+			}
+			return nil
+		},
+		KeepHeaders: []string{HeaderDiscordTimestamp},
+		New:         func(p Params) (Verifier, error) { return NewDiscord(p.Secrets, p.Tolerance) },
+		Handshake:   discordHandshake,
+	})
+}
+
+// discordHandshake answers a PING ({"type":1}) with a PONG.
+func discordHandshake(_ Header, body []byte) (Answer, bool) {
+	if raw, ok := topField(body, "type"); !ok || string(raw) != "1" {
+		return Answer{}, false
+	}
+	return Answer{ContentType: "application/json", Body: discordPong}, true
+}

@@ -32,12 +32,18 @@ type Scheme struct {
 	// Handshake, if set, answers the requests by which the provider checks
 	// the endpoint (a challenge, a ping). See Handshake.
 	Handshake Handshake
+	// Tolerance, if set, is the scheme's default tolerance of signed
+	// timestamps, in place of 5m (the provider documents another).
+	Tolerance time.Duration
 }
 
 // Location is where an event carries a value: a request header, or a
 // dot-separated JSON field path ("data.id"). At most one is set.
 type Location struct {
 	Header, Field string
+	// Fallback, only with Field and only for the type, is a field looked
+	// up when Field's value is absent or empty.
+	Fallback string
 }
 
 // Params are a source's settings a verifier is built from.
@@ -83,6 +89,9 @@ func Register(s Scheme) {
 	}
 	if s.ID.Header != "" && s.ID.Field != "" || s.Type.Header != "" && s.Type.Field != "" {
 		panic(fmt.Sprintf("signature: register %s: a location is a header or a field, not both", s.Name))
+	}
+	if s.ID.Fallback != "" || s.Type.Fallback != "" && s.Type.Field == "" {
+		panic(fmt.Sprintf("signature: register %s: a fallback is only for a type field", s.Name))
 	}
 	registry.Lock()
 	defer registry.Unlock()

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
@@ -113,4 +114,28 @@ func SignSlack(secret string, ts int64, body []byte) string {
 	m.Write([]byte{':'})
 	m.Write(body)
 	return fmt.Sprintf("v0=%x", m.Sum(nil))
+}
+
+func init() {
+	Register(Scheme{
+		Name: "slack",
+		// Slack's retries (X-Slack-Retry-Num) carry the same event_id.
+		ID:          Location{Field: "event_id"},
+		Type:        Location{Field: "event.type", Fallback: "type"},
+		KeepHeaders: []string{HeaderSlackTimestamp, "X-Slack-Retry-Num", "X-Slack-Retry-Reason"},
+		New:         func(p Params) (Verifier, error) { return NewSlack(p.Secrets, p.Tolerance) },
+		Handshake:   slackHandshake,
+	})
+}
+
+// slackHandshake answers the Events API's url_verification request with
+// its challenge.
+func slackHandshake(_ Header, body []byte) (Answer, bool) {
+	if !bytes.Contains(body, []byte(`"url_verification"`)) { // events skip the parse
+		return Answer{}, false
+	}
+	if t, ok := topString(body, "type"); !ok || t != "url_verification" {
+		return Answer{}, false
+	}
+	return challengeAnswer(topString(body, "challenge")), true
 }

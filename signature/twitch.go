@@ -149,3 +149,32 @@ func SignTwitch(secret, id, ts string, body []byte) string {
 	m.Write(body)
 	return fmt.Sprintf("sha256=%x", m.Sum(nil))
 }
+
+// Twitch-Eventsub-Message-Type of the request that checks a new
+// subscription's callback.
+const twitchVerification = "webhook_callback_verification"
+
+func init() {
+	Register(Scheme{
+		Name: "twitch",
+		// A message Twitch sends again keeps its id; revocations are events.
+		ID:        Location{Header: HeaderTwitchMessageID},
+		Type:      Location{Header: HeaderTwitchSubscriptionType},
+		Tolerance: DefaultTwitchTolerance,
+		KeepHeaders: []string{
+			HeaderTwitchMessageTimestamp, HeaderTwitchMessageType,
+			"Twitch-Eventsub-Message-Retry", "Twitch-Eventsub-Subscription-Version",
+		},
+		New:       func(p Params) (Verifier, error) { return NewTwitch(p.Secrets, p.Tolerance) },
+		Handshake: twitchHandshake,
+	})
+}
+
+// twitchHandshake answers a webhook_callback_verification with its raw
+// challenge as text.
+func twitchHandshake(h Header, body []byte) (Answer, bool) {
+	if h(HeaderTwitchMessageType) != twitchVerification {
+		return Answer{}, false
+	}
+	return challengeAnswer(topString(body, "challenge")), true
+}
