@@ -1,256 +1,92 @@
 package inbound
 
 import (
-	"bytes"
 	"crypto/ed25519"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/hookgate/hookgate/signature"
 )
 
-// rawAnswer is an answer as it came: status, Content-Type and body.
-type rawAnswer struct {
-	status int
-	ctype  string
-	body   string
-}
-
-func (h *harness) postRaw(t *testing.T, source string, body []byte, headers map[string]string) rawAnswer {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.url+"/webhooks/"+source, bytes.NewReader(body))
+// The provider presets over real HTTP into a real store: each event is
+// identified and typed where its provider puts them, and kept with the
+// headers its scheme keeps.
+func TestPresetsEndToEnd(t *testing.T) {
+	t.Parallel()
+	edPriv := ed25519.NewKeyFromSeed([]byte("0123456789abcdef0123456789abcdef"))
+	edPub := "whpk_" + base64.StdEncoding.EncodeToString(edPriv.Public().(ed25519.PublicKey))
+	h := newHarnessFor(t, []Source{
+		{Name: "clerk", Verify: "svix", Secrets: []string{standardSecret}},
+		{Name: "ed", Verify: "standard", Secrets: []string{edPub}},
+	}, Options{})
+	now := h.clock()
+	ts := strconv.FormatInt(now.Unix(), 10)
+	key, err := signature.DecodeStandardSecret(standardSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawAnswer{resp.StatusCode, resp.Header.Get("Content-Type"), string(raw)}
-}
 
-// event decodes an accepted or duplicate answer.
-func (a rawAnswer) event(t *testing.T) (status, id, typ string) {
-	t.Helper()
-	var m map[string]string
-	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &m) != nil {
-		t.Fatalf("answer %d %q, want 200 and an event", a.status, a.body)
+	cases := []struct {
+		source, id, typ string
+		body            []byte
+		headers         map[string]string
+		kept            map[string]string
+	}{
+		{
+			source: "clerk", id: "msg_2abc", typ: "user.created",
+			body: []byte(`{"type":"user.created","data":{"id":"user_1"}}`),
+			kept: map[string]string{"svix-id": "msg_2abc", "svix-timestamp": ts},
+		},
+		{
+			source: "ed", id: "msg_ed1", typ: "invoice.paid",
+			body: []byte(`{"type":"invoice.paid"}`),
+			kept: map[string]string{"webhook-id": "msg_ed1", "webhook-timestamp": ts},
+		},
 	}
-	return m["status"], m["event_id"], m["event_type"]
-}
-
-func (a rawAnswer) errorCode(t *testing.T) string {
-	t.Helper()
-	var m struct {
-		Error struct{ Code string } `json:"error"`
+	cases[0].headers = map[string]string{
+		"svix-id": "msg_2abc", "svix-timestamp": ts,
+		"svix-signature": signature.SignStandard(key, "msg_2abc", now, cases[0].body),
 	}
-	if err := json.Unmarshal([]byte(a.body), &m); err != nil {
-		t.Fatalf("answer %d %q is not a JSON error", a.status, a.body)
+	cases[1].headers = map[string]string{
+		"webhook-id": "msg_ed1", "webhook-timestamp": ts,
+		"webhook-signature": "v1a," + base64.StdEncoding.EncodeToString(
+			ed25519.Sign(edPriv, []byte("msg_ed1."+ts+"."+string(cases[1].body)))),
 	}
-	return m.Error.Code
-}
-
-func (h *harness) handshakes(source string) float64 {
-	return testutil.ToFloat64(h.metrics.requests.WithLabelValues(source, OutcomeHandshake))
-}
-
-const slackSecret = "slack-signing-secret-0123456789"
-
-func slackHeaders(secret string, ts time.Time, body []byte) map[string]string {
-	return map[string]string{
-		signature.HeaderSlackTimestamp: strconv.FormatInt(ts.Unix(), 10),
-		signature.HeaderSlackSignature: signature.SignSlack(secret, ts.Unix(), body),
-	}
-}
-
-func TestSlackPreset(t *testing.T) {
-	t.Parallel()
-	h := newHarnessFor(t, []Source{{Name: "slack", Verify: "slack", Secrets: []string{slackSecret}}}, Options{})
-	now := time.Unix(1700000000, 0)
-	h.setNow(now)
-
-	// The Events API's url_verification (Slack's documented body): signed,
-	// answered with the challenge, not stored.
-	verify := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
-	a := h.postRaw(t, "slack", verify, slackHeaders(slackSecret, now, verify))
-	if a.status != 200 || a.body != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" || a.ctype != "text/plain; charset=utf-8" {
-		t.Fatalf("url_verification: %+v", a)
-	}
-	// A forged one is refused before its challenge is looked at.
-	if a = h.postRaw(t, "slack", verify, slackHeaders("other-secret", now, verify)); a.status != 401 || a.errorCode(t) != "invalid_signature" {
-		t.Fatalf("forged url_verification: %+v", a)
-	}
-	if a = h.postRaw(t, "slack", verify, slackHeaders(slackSecret, now.Add(-6*time.Minute), verify)); a.status != 401 || a.errorCode(t) != "timestamp_out_of_tolerance" {
-		t.Fatalf("stale url_verification: %+v", a)
-	}
-	// A challenge that cannot be echoed as it is: 400, not stored.
-	bad := []byte(`{"type":"url_verification","challenge":"a b\n<script>"}`)
-	if a = h.postRaw(t, "slack", bad, slackHeaders(slackSecret, now, bad)); a.status != 400 || a.body != "invalid challenge\n" {
-		t.Fatalf("bad challenge: %+v", a)
-	}
-	if n := h.count(t); n != 0 {
-		t.Fatalf("%d events stored by handshakes", n)
-	}
-	if n := h.handshakes("slack"); n != 2 {
-		t.Fatalf("handshakes counted %v, want 2", n)
-	}
-
-	// An event: ID event_id, type event.type.
-	ev := []byte(`{"token":"x","team_id":"T1","type":"event_callback","event_id":"Ev08MFMKH6","event_time":1700000000,"event":{"type":"app_mention","text":"hi"}}`)
-	status, id, typ := h.postRaw(t, "slack", ev, slackHeaders(slackSecret, now, ev)).event(t)
-	if status != OutcomeAccepted || id != "Ev08MFMKH6" || typ != "app_mention" {
-		t.Fatalf("event: %s %s %s", status, id, typ)
-	}
-	// Slack's retry, signed anew a minute later, is the same event.
-	retry := slackHeaders(slackSecret, now.Add(time.Minute), ev)
-	retry["X-Slack-Retry-Num"], retry["X-Slack-Retry-Reason"] = "1", "http_timeout"
-	h.setNow(now.Add(time.Minute))
-	if status, _, _ = h.postRaw(t, "slack", ev, retry).event(t); status != OutcomeDuplicate {
-		t.Fatalf("retry: %s, want duplicate", status)
-	}
-	// Without event.type the type is the body's type.
-	noInner := []byte(`{"type":"event_callback","event_id":"Ev2"}`)
-	if _, id, typ = h.postRaw(t, "slack", noInner, slackHeaders(slackSecret, now, noInner)).event(t); id != "Ev2" || typ != "event_callback" {
-		t.Fatalf("no event.type: %s %s", id, typ)
-	}
-	// The headers kept with the event: the timestamp, never the signature.
-	stored := h.stored(t, "slack", "Ev08MFMKH6")
-	var kept map[string]string
-	if err := json.Unmarshal(stored.Headers, &kept); err != nil {
-		t.Fatal(err)
-	}
-	if kept[signature.HeaderSlackTimestamp] != "1700000000" || kept[signature.HeaderSlackSignature] != "" {
-		t.Fatalf("kept headers %v", kept)
-	}
-	if n := h.count(t); n != 2 {
-		t.Fatalf("%d events stored, want 2", n)
-	}
-}
-
-const twitchSecret = "twitch-eventsub-secret"
-
-func twitchHeaders(secret, id, msgType string, ts time.Time, body []byte) map[string]string {
-	stamp := ts.UTC().Format(time.RFC3339Nano)
-	return map[string]string{
-		signature.HeaderTwitchMessageID:        id,
-		signature.HeaderTwitchMessageTimestamp: stamp,
-		signature.HeaderTwitchMessageSignature: signature.SignTwitch(secret, id, stamp, body),
-		signature.HeaderTwitchMessageType:      msgType,
-		signature.HeaderTwitchSubscriptionType: "channel.follow",
-		"Twitch-Eventsub-Subscription-Version": "2",
-		"Twitch-Eventsub-Message-Retry":        "0",
-	}
-}
-
-func TestTwitchPreset(t *testing.T) {
-	t.Parallel()
-	h := newHarnessFor(t, []Source{{Name: "twitch", Verify: "twitch", Secrets: []string{twitchSecret}}}, Options{})
-	now := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
-	h.setNow(now)
-
-	// The documented verification request: the raw challenge as text.
-	verify := []byte(`{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","status":"webhook_callback_verification_pending","type":"channel.follow","version":"1","cost":1,"condition":{"broadcaster_user_id":"12826"},"transport":{"method":"webhook","callback":"https://example.com/webhooks/callback"},"created_at":"2019-11-16T10:11:12.634234626Z"}}`)
-	a := h.postRaw(t, "twitch", verify, twitchHeaders(twitchSecret, "m-verify", "webhook_callback_verification", now, verify))
-	if a.status != 200 || a.body != "pogchamp-kappa-360noscope-vohiyo" || a.ctype != "text/plain; charset=utf-8" {
-		t.Fatalf("verification: %+v", a)
-	}
-	if a = h.postRaw(t, "twitch", verify, twitchHeaders("forged", "m-verify", "webhook_callback_verification", now, verify)); a.status != 401 {
-		t.Fatalf("forged verification: %+v", a)
-	}
-	noChallenge := []byte(`{"subscription":{}}`)
-	if a = h.postRaw(t, "twitch", noChallenge, twitchHeaders(twitchSecret, "m-v2", "webhook_callback_verification", now, noChallenge)); a.status != 400 {
-		t.Fatalf("verification without a challenge: %+v", a)
-	}
-	if n := h.count(t); n != 0 {
-		t.Fatalf("%d events stored by handshakes", n)
-	}
-
-	// A notification: ID the message id, type the subscription type.
-	note := []byte(`{"subscription":{"type":"channel.follow","version":"2"},"event":{"user_id":"1234"}}`)
-	status, id, typ := h.postRaw(t, "twitch", note, twitchHeaders(twitchSecret, "m-1", "notification", now, note)).event(t)
-	if status != OutcomeAccepted || id != "m-1" || typ != "channel.follow" {
-		t.Fatalf("notification: %s %s %s", status, id, typ)
-	}
-	// Sent again (same message id, a later timestamp): a duplicate.
-	h.setNow(now.Add(time.Minute))
-	if status, _, _ = h.postRaw(t, "twitch", note, twitchHeaders(twitchSecret, "m-1", "notification", now.Add(time.Minute), note)).event(t); status != OutcomeDuplicate {
-		t.Fatalf("resent: %s", status)
-	}
-	// A revocation is an event.
-	rev := []byte(`{"subscription":{"type":"channel.follow","status":"authorization_revoked"}}`)
-	if status, id, _ = h.postRaw(t, "twitch", rev, twitchHeaders(twitchSecret, "m-rev", "revocation", now, rev)).event(t); status != OutcomeAccepted || id != "m-rev" {
-		t.Fatalf("revocation: %s %s", status, id)
-	}
-	// Twitch's 10 minutes, not the general 5.
-	h.setNow(now.Add(9 * time.Minute))
-	if status, _, _ = h.postRaw(t, "twitch", note, twitchHeaders(twitchSecret, "m-9", "notification", now, note)).event(t); status != OutcomeAccepted {
-		t.Fatalf("9 minutes old: %s", status)
-	}
-	h.setNow(now.Add(11 * time.Minute))
-	if a = h.postRaw(t, "twitch", note, twitchHeaders(twitchSecret, "m-11", "notification", now, note)); a.status != 401 || a.errorCode(t) != "timestamp_out_of_tolerance" {
-		t.Fatalf("11 minutes old: %+v", a)
-	}
-	if n := h.count(t); n != 3 {
-		t.Fatalf("%d events stored, want 3", n)
-	}
-}
-
-func TestDiscordPreset(t *testing.T) {
-	t.Parallel()
-	seed, _ := hex.DecodeString("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60") // RFC 8032 7.1 test 1
-	key := ed25519.NewKeyFromSeed(seed)
-	_, other, _ := ed25519.GenerateKey(nil)
-	public := hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	h := newHarnessFor(t, []Source{{Name: "discord", Verify: "discord", Secrets: []string{public}}}, Options{})
-	now := time.Unix(1700000000, 0)
-	h.setNow(now)
-	sign := func(k ed25519.PrivateKey, body []byte) map[string]string {
-		ts := strconv.FormatInt(now.Unix(), 10)
-		return map[string]string{signature.HeaderDiscordTimestamp: ts, signature.HeaderDiscordSignature: signature.SignDiscord(k, ts, body)}
-	}
-
-	// A PING is answered with a PONG, not stored; a forged one (Discord's
-	// own security check sends some) is refused.
-	ping := []byte(`{"id":"787053080478613555","token":"ThisIsATokenFromDiscordThatIsVeryLong","type":1,"version":1}`)
-	a := h.postRaw(t, "discord", ping, sign(key, ping))
-	if a.status != 200 || a.body != `{"type":1}` || a.ctype != "application/json" {
-		t.Fatalf("ping: %+v", a)
-	}
-	if a = h.postRaw(t, "discord", ping, sign(other, ping)); a.status != 401 {
-		t.Fatalf("forged ping: %+v", a)
-	}
-	if n := h.count(t); n != 0 {
-		t.Fatalf("%d events stored by a ping", n)
-	}
-
-	// An interaction: ID its id, type its type.
-	cmd := []byte(`{"id":"787053080478613556","token":"ThisIsATokenFromDiscordThatIsVeryLong","type":2,"version":1,"data":{"id":"787053080478613554","name":"test"}}`)
-	status, id, typ := h.postRaw(t, "discord", cmd, sign(key, cmd)).event(t)
-	if status != OutcomeAccepted || id != "787053080478613556" || typ != "2" {
-		t.Fatalf("command: %s %s %s", status, id, typ)
-	}
-	// A nested "type":1 is not a PING.
-	nested := []byte(`{"id":"7","type":3,"data":{"type":1}}`)
-	if status, _, typ = h.postRaw(t, "discord", nested, sign(key, nested)).event(t); status != OutcomeAccepted || typ != "3" {
-		t.Fatalf("component: %s %s", status, typ)
-	}
-	if n := h.handshakes("discord"); n != 1 {
-		t.Fatalf("handshakes counted %v, want 1", n)
+	for _, c := range cases {
+		a := h.post(t, c.source, c.body, c.headers)
+		if a.status != 200 || a.body["status"] != OutcomeAccepted || a.body["event_id"] != c.id || a.body["event_type"] != c.typ {
+			t.Fatalf("%s: %d %v", c.source, a.status, a.body)
+		}
+		ev := h.stored(t, c.source, c.id)
+		if ev == nil || ev.Type != c.typ {
+			t.Fatalf("%s: stored %+v", c.source, ev)
+		}
+		var kept map[string]string
+		if err := json.Unmarshal(ev.Headers, &kept); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range c.kept {
+			if kept[k] != v {
+				t.Errorf("%s: kept headers %v, want %s: %s", c.source, kept, k, v)
+			}
+		}
+		for k := range kept {
+			if k == "svix-signature" || k == "webhook-signature" {
+				t.Errorf("%s: signature header kept", c.source)
+			}
+		}
+		// Forged: the same request with another body.
+		if a := h.post(t, c.source, append(c.body[:len(c.body):len(c.body)], ' '), c.headers); a.status != 401 {
+			t.Fatalf("%s forged: %d %v", c.source, a.status, a.body)
+		}
+		// Replayed too late.
+		h.setNow(now.Add(6 * time.Minute))
+		if a := h.post(t, c.source, c.body, c.headers); a.status != 401 || a.code() != "timestamp_out_of_tolerance" {
+			t.Fatalf("%s stale: %d %v", c.source, a.status, a.body)
+		}
+		h.setNow(now)
 	}
 }
