@@ -35,14 +35,16 @@
 //
 // # Order of checks
 //
-// Timestamped schemes (Stripe, Standard) check the signature before the
-// timestamp. ErrTimestamp therefore means the request was really signed by
-// the sender but is stale or from the future (a replay, or clock skew);
-// a forged request always yields ErrMismatch, whatever its timestamp.
+// Timestamped schemes (Stripe, Standard, Slack, Twitch, Discord) check the
+// signature before the timestamp. ErrTimestamp therefore means the request
+// was really signed by the sender but is stale or from the future (a
+// replay, or clock skew); a forged request always yields ErrMismatch,
+// whatever its timestamp.
 //
 // # Timestamps
 //
 // Timestamps must be canonical decimal Unix seconds: ASCII digits only, no
 // sign, no leading zeros, fitting in an int64. Senders only produce that
 // form, and it makes the signed bytes unambiguous.
+// Twitch's are RFC 3339 times, signed as sent.
 package signature
