@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/signature"
 )
 
@@ -252,5 +256,52 @@ func TestDiscordPreset(t *testing.T) {
 	}
 	if n := h.handshakes("discord"); n != 1 {
 		t.Fatalf("handshakes counted %v, want 1", n)
+	}
+}
+
+// In cluster mode a Slack retry reaching another gateway is a duplicate
+// there, and a url_verification is answered by any gateway, stored by none.
+func TestSlackPresetInCluster(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1700000000, 0)
+	gateway := func(name string) *harness {
+		c, err := cluster.New(cluster.Config{Gateway: name, TTL: time.Hour,
+			JetStream: func() natsjs.JetStream { return js }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarnessFor(t, []Source{{Name: "slack", Verify: "slack", Secrets: []string{slackSecret}}},
+			Options{Cluster: c, ClusterTimeout: 5 * time.Second})
+		h.setNow(now)
+		return h
+	}
+	a, b := gateway("gw-a"), gateway("gw-b")
+
+	verify := []byte(`{"type":"url_verification","challenge":"c-1"}`)
+	for _, h := range []*harness{a, b} {
+		if got := h.postRaw(t, "slack", verify, slackHeaders(slackSecret, now, verify)); got.status != 200 || got.body != "c-1" {
+			t.Fatalf("url_verification: %+v", got)
+		}
+	}
+	ev := []byte(`{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}`)
+	if status, _, _ := a.postRaw(t, "slack", ev, slackHeaders(slackSecret, now, ev)).event(t); status != OutcomeAccepted {
+		t.Fatalf("first at a: %s", status)
+	}
+	retry := slackHeaders(slackSecret, now, ev)
+	retry["X-Slack-Retry-Num"] = "1"
+	if status, _, _ := b.postRaw(t, "slack", ev, retry).event(t); status != OutcomeDuplicate {
+		t.Fatalf("retry at b: %s, want duplicate", status)
+	}
+	if na, nb := a.count(t), b.count(t); na != 1 || nb != 1 {
+		t.Fatalf("stored %d at a, %d at b; want the event once at each (the copy at b held by a), no handshake", na, nb)
 	}
 }
