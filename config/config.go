@@ -194,7 +194,7 @@ type Source struct {
 	// Required unless Verify is none, and refused with none.
 	Secrets Secrets `yaml:"secrets"`
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard). Default 5m.
+	// standard, svix, paddle). Default 5m.
 	Tolerance time.Duration `yaml:"tolerance"`
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int `yaml:"max_body"`
