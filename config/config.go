@@ -194,8 +194,8 @@ type Source struct {
 	// Required unless Verify is none, and refused with none.
 	Secrets Secrets `yaml:"secrets"`
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard, slack, twitch, discord). Default 5m; twitch 10m, as Twitch
-	// documents.
+	// standard, svix, paddle, slack, twitch, discord). Default 5m; twitch
+	// 10m, as Twitch documents.
 	Tolerance time.Duration `yaml:"tolerance"`
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int `yaml:"max_body"`

@@ -10,11 +10,17 @@ sources:
   - {name: clerk, verify: svix, secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]}
   - {name: std-ed25519, verify: standard, secrets: [whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4=, whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]}
   - {name: clerk-own-id, verify: svix, secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw], id_field: data.id}
+  - {name: shop, verify: shopify, secrets: [shpss_x, shpss_old]}
+  - {name: shop-events, verify: shopify, secrets: [shpss_x], id_header: X-Shopify-Event-Id}
+  - {name: paddle, verify: paddle, secrets: [pdl_ntfset_x], tolerance: 10s}
 `, nil)
 	want := []struct{ idHeader, idField, typeHeader, typeField string }{
 		{"svix-id", "", "", "type"},
 		{"webhook-id", "", "", "type"},
 		{"", "data.id", "", "type"},
+		{"X-Shopify-Webhook-Id", "", "X-Shopify-Topic", ""},
+		{"X-Shopify-Event-Id", "", "X-Shopify-Topic", ""},
+		{"", "event_id", "", "event_type"},
 	}
 	for i, w := range want {
 		s := c.Sources[i]

@@ -130,8 +130,8 @@ type Source struct {
 	// unless Verify is none.
 	Secrets []string
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard, slack, twitch, discord). Default 5m, or the scheme's
-	// (signature.Scheme.Tolerance: twitch 10m).
+	// standard, svix, paddle, slack, twitch, discord). Default 5m, or the
+	// scheme's (signature.Scheme.Tolerance: twitch 10m).
 	Tolerance time.Duration
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int
@@ -139,13 +139,15 @@ type Source struct {
 	HMAC signature.HMACOptions
 	// IDHeader and IDField say where the event ID is: a request header, or
 	// a dot-separated JSON field path ("data.id"). If both are empty, the
-	// scheme's: stripe field "id", standard header "webhook-id", github
-	// header "X-GitHub-Delivery"; hmac and none need one of them.
+	// scheme's (signature.Scheme.ID): stripe field "id", standard header
+	// "webhook-id", github header "X-GitHub-Delivery", ...; hmac and none
+	// need one of them.
 	IDHeader string
 	IDField  string
 	// TypeHeader and TypeField say where the event type is, like the ID.
-	// If both are empty, the scheme's: stripe and standard field "type",
-	// github header "X-GitHub-Event"; otherwise the type is empty.
+	// If both are empty, the scheme's (signature.Scheme.Type): stripe and
+	// standard field "type", github header "X-GitHub-Event", ...; otherwise
+	// the type is empty.
 	TypeHeader string
 	TypeField  string
 }

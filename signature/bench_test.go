@@ -124,3 +124,12 @@ func BenchmarkVerifyStandardV1a(b *testing.B) {
 		HeaderWebhookSignature: signV1a(v1aPrivate(b), vecID, vecTS, string(benchBody)),
 	}), unix(vecTS))
 }
+
+func BenchmarkVerifyPaddle(b *testing.B) {
+	const ts = 1700000000
+	v, err := NewPaddle([]string{paddleSecret}, 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchVerify(b, v, mapHeader(map[string]string{HeaderPaddleSignature: paddleSign(paddleSecret, ts, benchBody)}), unix(ts))
+}
