@@ -65,7 +65,8 @@ var (
 // that are not the canonical padded standard base64 of a digest (32 bytes)
 // or signature (64 bytes) and words without a ","; a header with no
 // "<version>,<signature>" entry at all is ErrMalformed, one with no valid
-// entry of a configured kind is ErrMismatch.
+// entry of a configured kind is ErrMismatch. Only the first four valid v1a
+// entries are checked (each costs an ed25519 verification).
 type Standard struct {
 	keys      []*macKey
 	pubs      []ed25519.PublicKey
@@ -249,10 +250,16 @@ func parseStandardSignatures(v string, sigs [][sha256.Size]byte) ([][sha256.Size
 	return sigs, nil
 }
 
+// maxStandardV1a bounds the v1a signatures checked per request: each costs
+// an ed25519 verification over the whole body. A sender signs with one key,
+// two while it rotates.
+const maxStandardV1a = 4
+
 // parseStandardV1a appends the decoded valid v1a (ed25519) signatures of a
-// webhook-signature value to sigs.
+// webhook-signature value to sigs, the first maxStandardV1a only.
 func parseStandardV1a(v string, sigs [][ed25519.SignatureSize]byte) [][ed25519.SignatureSize]byte {
-	for rest := trimLeftOWS(v); rest != ""; rest = trimLeftOWS(rest) {
+	n := len(sigs)
+	for rest := trimLeftOWS(v); rest != "" && len(sigs)-n < maxStandardV1a; rest = trimLeftOWS(rest) {
 		var version, sig string
 		var ok bool
 		version, sig, ok, rest = nextStdEntry(rest)

@@ -94,6 +94,8 @@ func TestStandardV1a(t *testing.T) {
 		{"v1a unpadded", []string{v1aPublic}, strings.TrimRight(good, "="), vecBody, now, ErrMismatch},
 		{"v1a wrong length", []string{v1aPublic}, "v1a," + base64.StdEncoding.EncodeToString(make([]byte, 63)), vecBody, now, ErrMismatch},
 		{"forged and stale is mismatch", []string{otherPub}, good, vecBody, now + 3600, ErrMismatch},
+		{"fourth v1a checked", []string{v1aPublic}, strings.Repeat(signV1a(other, vecID, now, vecBody)+" ", 3) + good, vecBody, now, nil},
+		{"v1a past the fourth", []string{v1aPublic}, strings.Repeat(signV1a(other, vecID, now, vecBody)+" ", 4) + good, vecBody, now, ErrMismatch},
 
 		{"stale", []string{v1aPublic}, good, vecBody, now + 301, ErrTimestamp},
 		{"future", []string{v1aPublic}, good, vecBody, now - 301, ErrTimestamp},
@@ -151,6 +153,9 @@ func FuzzStandardV1a(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, header string) {
 		sigs := parseStandardV1a(header, nil)
+		if len(sigs) > maxStandardV1a {
+			t.Fatalf("%d signatures kept", len(sigs))
+		}
 		if n := strings.Count(header, "v1a,"); len(sigs) > n {
 			t.Fatalf("%d signatures from %d v1a entries", len(sigs), n)
 		}
