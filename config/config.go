@@ -186,14 +186,16 @@ type Store struct {
 type Source struct {
 	// Name is the URL segment and the subject token: [a-z0-9_-], required, unique.
 	Name string `yaml:"name"`
-	// Verify is the signature scheme: stripe, standard, github, hmac or none.
+	// Verify is the signature scheme: stripe, standard, github, hmac, none,
+	// or a provider preset (the signature package's registry, signature.Names).
 	// Required; "none" must be explicit.
 	Verify string `yaml:"verify"`
 	// Secrets are tried in turn; any may match (secret rotation).
 	// Required unless Verify is none, and refused with none.
 	Secrets Secrets `yaml:"secrets"`
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard). Default 5m.
+	// standard, svix, paddle, slack, twitch, discord). Default 5m; twitch
+	// 10m, as Twitch documents.
 	Tolerance time.Duration `yaml:"tolerance"`
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int `yaml:"max_body"`
@@ -202,9 +204,9 @@ type Source struct {
 	HMAC HMAC `yaml:"hmac,omitempty"`
 
 	// IDHeader / IDField say where the event ID is: a request header, or a
-	// dot-separated JSON field path ("data.id"). Defaults per scheme: stripe
-	// field "id", standard header "webhook-id", github header
-	// "X-GitHub-Delivery"; hmac and none need one of them.
+	// dot-separated JSON field path ("data.id"). Defaults per scheme
+	// (signature.Scheme.ID): stripe field "id", standard header "webhook-id",
+	// github header "X-GitHub-Delivery"; hmac and none need one of them.
 	IDHeader string `yaml:"id_header"`
 	IDField  string `yaml:"id_field"`
 	// TypeHeader / TypeField say where the event type is, like the ID.

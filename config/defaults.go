@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/hookgate/hookgate/signature"
 )
 
 // Defaults, as stated on the fields of Config.
@@ -103,21 +105,15 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		p := fmt.Sprintf("sources[%d].", i)
-		dur(&s.Tolerance, p+"tolerance", DefaultTolerance)
+		dur(&s.Tolerance, p+"tolerance", schemeTolerance(s.Verify))
 		num(&s.MaxBody, p+"max_body", DefaultMaxBody)
 		if s.Verify == "hmac" {
 			str(&s.HMAC.Algorithm, DefaultHMACAlgorithm)
 			str(&s.HMAC.Encoding, DefaultHMACEncoding)
 		}
-		var idHeader, idField, typeHeader, typeField string
-		switch s.Verify {
-		case "stripe":
-			idField, typeField = "id", "type"
-		case "standard":
-			idHeader, typeField = "webhook-id", "type"
-		case "github":
-			idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
-		}
+		scheme, _ := signature.Lookup(s.Verify) // validation reports an unknown one
+		idHeader, idField := scheme.ID.Header, scheme.ID.Field
+		typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 		// A location the file gives (header or field) replaces both defaults.
 		if s.IDHeader == "" && s.IDField == "" {
 			s.IDHeader, s.IDField = idHeader, idField
@@ -165,4 +161,12 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.HTTP.WriteTimeout, "http.write_timeout", DefaultHTTPWriteTimeout)
 	dur(&c.HTTP.IdleTimeout, "http.idle_timeout", DefaultHTTPIdleTimeout)
 	num(&c.HTTP.BodyMemory, "http.body_memory", DefaultBodyMemory)
+}
+
+// schemeTolerance is the default tolerance of the verify scheme name.
+func schemeTolerance(name string) time.Duration {
+	if s, ok := signature.Lookup(name); ok && s.Tolerance > 0 {
+		return s.Tolerance
+	}
+	return DefaultTolerance
 }

@@ -226,12 +226,12 @@ func (c *Config) validateSources(v *validator) {
 		s := &c.Sources[i]
 		p := fmt.Sprintf("sources[%d]", i)
 		v.name(p, "source", s.Name, seen)
-		known := v.verify(p, s.Verify)
-		v.sourceSecrets(p, s, known)
+		scheme, known := v.verify(p, s.Verify)
+		v.sourceSecrets(p, s, scheme, known)
 		v.positiveDuration(p+".tolerance", s.Tolerance)
 		v.positiveInt(p+".max_body", s.MaxBody)
 		v.hmac(p, s, known)
-		v.location(p, "id", s.IDHeader, s.IDField, known && (s.Verify == "hmac" || s.Verify == "none"), s.Verify)
+		v.location(p, "id", s.IDHeader, s.IDField, known && scheme.ID == (signature.Location{}), s.Verify)
 		v.location(p, "type", s.TypeHeader, s.TypeField, false, s.Verify)
 	}
 }
@@ -250,28 +250,31 @@ func (v *validator) name(p, kind, name string, seen map[string]bool) {
 	seen[name] = true
 }
 
-// verify checks a source's verify scheme and reports whether it is known.
-func (v *validator) verify(p, scheme string) bool {
-	switch scheme {
-	case "stripe", "standard", "github", "hmac", "none":
-		return true
-	case "":
-		v.errorf(p+".verify", "required (stripe, standard, github, hmac or none)")
-	default:
-		v.errorf(p+".verify", "unknown scheme %q (want stripe, standard, github, hmac or none)", scheme)
+// verify checks a source's verify scheme and returns it if it is known.
+func (v *validator) verify(p, name string) (signature.Scheme, bool) {
+	scheme, ok := signature.Lookup(name)
+	if ok {
+		return scheme, true
 	}
-	return false
+	names := signature.Names()
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if name == "" {
+		v.errorf(p+".verify", "required (%s)", want)
+	} else {
+		v.errorf(p+".verify", "unknown scheme %q (want %s)", name, want)
+	}
+	return scheme, false
 }
 
 // sourceSecrets checks a source's secrets against its scheme (known: the
-// scheme is one of verify's).
-func (v *validator) sourceSecrets(p string, s *Source, known bool) {
+// scheme is one of the registered).
+func (v *validator) sourceSecrets(p string, s *Source, scheme signature.Scheme, known bool) {
 	switch {
-	case s.Verify == "none":
-		if len(s.Secrets) > 0 {
-			v.errorf(p+".secrets", "not used with verify: none")
-		}
 	case !known:
+	case scheme.Unsigned:
+		if len(s.Secrets) > 0 {
+			v.errorf(p+".secrets", "not used with verify: %s", s.Verify)
+		}
 	case len(s.Secrets) == 0:
 		v.errorf(p+".secrets", "required for verify: %s", s.Verify)
 	default:
@@ -282,9 +285,9 @@ func (v *validator) sourceSecrets(p string, s *Source, known bool) {
 				v.errorf(sp, "empty secret")
 			case strings.TrimSpace(sec) != sec:
 				v.errorf(sp, "has leading or trailing whitespace")
-			case s.Verify == "standard":
-				if _, err := signature.DecodeStandardSecret(sec); err != nil {
-					v.errorf(sp, "invalid standard webhooks secret: %v", err)
+			case scheme.CheckSecret != nil:
+				if err := scheme.CheckSecret(sec); err != nil {
+					v.errorf(sp, "%v", err)
 				}
 			}
 		}

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/signature"
 )
 
 // validBase is a valid configuration that the cases below extend.
@@ -60,7 +62,7 @@ func TestValidation(t *testing.T) {
 		{"source name leading dash", "sources: [{name: -a, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "-a"…`},
 		{"source name too long", "sources: [{name: " + strings.Repeat("a", 65) + ", verify: none, id_field: id}]\n", `config: sources[0].name: invalid name…`},
 		{"source name duplicate", validBase + "  - {name: gh, verify: github, secrets: [s]}\n  - {name: stripe, verify: github, secrets: [s]}\n", `config: sources[2].name: duplicate source "stripe"`},
-		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (stripe, standard, github, hmac or none)"},
+		{"verify missing", "sources: [{name: a, secrets: [s]}]\n", "config: sources[0].verify: required (…"},
 		{"verify unknown", "sources: [{name: a, verify: foo, secrets: [s]}]\n", `config: sources[0].verify: unknown scheme "foo"…`},
 		{"secrets missing", "sources: [{name: a, verify: stripe}]\n", "config: sources[0].secrets: required for verify: stripe"},
 		{"secrets empty list", "sources: [{name: a, verify: github, secrets: []}]\n", "config: sources[0].secrets: required for verify: github"},
@@ -71,6 +73,9 @@ func TestValidation(t *testing.T) {
 		{"secrets with none", "sources: [{name: a, verify: none, secrets: [s], id_field: id}]\n", "config: sources[0].secrets: not used with verify: none"},
 		{"standard secret", "sources: [{name: a, verify: standard, secrets: [" + testStandardSecret + ", whsec_!!]}]\n", "config: sources[0].secrets[1]: invalid standard webhooks secret: secret is not whsec_<base64>"},
 		{"standard secret short", "sources: [{name: a, verify: standard, secrets: [whsec_YWJj]}]\n", "config: sources[0].secrets[0]: invalid standard webhooks secret: secret key shorter than 16 bytes"},
+		{"standard private key", "sources: [{name: a, verify: standard, secrets: [whsk_AAAA]}]\n", "config: sources[0].secrets[0]: invalid standard webhooks secret: a whsk_ key is the sender's private key: configure its whpk_ public key"},
+		{"standard public key short", "sources: [{name: a, verify: standard, secrets: [whpk_AAAA]}]\n", "config: sources[0].secrets[0]: invalid standard webhooks secret: public key is not whpk_ and the base64 of 32 bytes"},
+		{"svix secret", "sources: [{name: a, verify: svix, secrets: [whsec_!!]}]\n", "config: sources[0].secrets[0]: invalid svix secret: secret is not whsec_<base64>"},
 		{"tolerance", "sources: [{name: a, verify: stripe, secrets: [s], tolerance: 0s}]\n", "config: sources[0].tolerance: must be positive, got 0s"},
 		{"max_body", "sources: [{name: a, verify: stripe, secrets: [s], max_body: -1}]\n", "config: sources[0].max_body: must be positive, got -1"},
 		{"hmac header missing", "sources: [{name: a, verify: hmac, secrets: [s], id_field: id}]\n", "config: sources[0].hmac.header: required for verify: hmac"},
@@ -153,6 +158,12 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// schemeList is the registered schemes as the unknown-scheme message lists them.
+func schemeList() string {
+	names := signature.Names()
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func regexpQuote(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -176,7 +187,7 @@ routes:
 `, nil)
 	want := []string{
 		`config: log.level: unknown level "loud" (want debug, info, warn or error)`,
-		`config: sources[0].verify: unknown scheme "foo" (want stripe, standard, github, hmac or none)`,
+		`config: sources[0].verify: unknown scheme "foo" (want ` + schemeList() + `)`,
 		`config: sources[1].name: duplicate source "a"`,
 		`config: sources[1].secrets: required for verify: stripe`,
 		`config: routes[0].sources[0]: unknown source "b"`,

@@ -6,6 +6,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,9 +93,10 @@ type source struct {
 	verifier             signature.Verifier
 	maxBody              int
 	idHeader, typeHeader string
-	paths                []string // JSON paths to look up: id field, type field (either may be "")
+	paths                []string // JSON paths to look up: id field, type field (either may be ""), the type's fallback if any
 	needJSON             bool
 	keepHeaders          []string
+	handshake            signature.Handshake // nil unless the scheme has one
 	accepted, duplicate  *outcomeMetrics
 }
 
@@ -121,14 +123,15 @@ type Options struct {
 type Source struct {
 	// Name is the URL segment and the subject token. Required, unique.
 	Name string
-	// Verify is the signature scheme: stripe, standard, github, hmac or
-	// none. Required.
+	// Verify is the signature scheme, one of signature.Names (stripe,
+	// standard, github, hmac, none, and the provider presets). Required.
 	Verify string
 	// Secrets are tried in turn; any may match (secret rotation). Required
 	// unless Verify is none.
 	Secrets []string
 	// Tolerance is the allowed clock skew of signed timestamps (stripe,
-	// standard). Default 5m.
+	// standard, svix, paddle, slack, twitch, discord). Default 5m, or the
+	// scheme's (signature.Scheme.Tolerance: twitch 10m).
 	Tolerance time.Duration
 	// MaxBody is the largest accepted body in bytes. Default 1048576 (1 MiB).
 	MaxBody int
@@ -136,13 +139,15 @@ type Source struct {
 	HMAC signature.HMACOptions
 	// IDHeader and IDField say where the event ID is: a request header, or
 	// a dot-separated JSON field path ("data.id"). If both are empty, the
-	// scheme's: stripe field "id", standard header "webhook-id", github
-	// header "X-GitHub-Delivery"; hmac and none need one of them.
+	// scheme's (signature.Scheme.ID): stripe field "id", standard header
+	// "webhook-id", github header "X-GitHub-Delivery", ...; hmac and none
+	// need one of them.
 	IDHeader string
 	IDField  string
 	// TypeHeader and TypeField say where the event type is, like the ID.
-	// If both are empty, the scheme's: stripe and standard field "type",
-	// github header "X-GitHub-Event"; otherwise the type is empty.
+	// If both are empty, the scheme's (signature.Scheme.Type): stripe and
+	// standard field "type", github header "X-GitHub-Event", ...; otherwise
+	// the type is empty.
 	TypeHeader string
 	TypeField  string
 }
@@ -155,21 +160,15 @@ const (
 
 // withDefaults returns sc with the defaults filled in.
 func (sc Source) withDefaults() Source {
+	scheme, _ := signature.Lookup(sc.Verify) // New reports an unknown one
 	if sc.Tolerance <= 0 {
-		sc.Tolerance = DefaultTolerance
+		sc.Tolerance = cmp.Or(scheme.Tolerance, DefaultTolerance)
 	}
 	if sc.MaxBody <= 0 {
 		sc.MaxBody = DefaultMaxBody
 	}
-	var idHeader, idField, typeHeader, typeField string
-	switch sc.Verify {
-	case "stripe":
-		idField, typeField = "id", "type"
-	case "standard":
-		idHeader, typeField = "webhook-id", "type"
-	case "github":
-		idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
-	}
+	idHeader, idField := scheme.ID.Header, scheme.ID.Field
+	typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 	if sc.IDHeader == "" && sc.IDField == "" {
 		sc.IDHeader, sc.IDField = idHeader, idField
 	}
@@ -233,6 +232,13 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 			needJSON: sc.IDField != "" || sc.TypeField != "",
 		}
 		src.keepHeaders = keepHeaders(sc)
+		if scheme, ok := signature.Lookup(sc.Verify); ok {
+			src.handshake = scheme.Handshake
+			// The scheme's type field may have a fallback (slack: event.type, else type).
+			if f := scheme.Type.Fallback; f != "" && sc.TypeHeader == "" && sc.TypeField == scheme.Type.Field {
+				src.paths = append(src.paths, f)
+			}
+		}
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
 		h.sources[sc.Name] = src
@@ -242,19 +248,7 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 }
 
 func newVerifier(sc Source) (signature.Verifier, error) {
-	switch sc.Verify {
-	case "stripe":
-		return signature.NewStripe(sc.Secrets, sc.Tolerance)
-	case "standard":
-		return signature.NewStandard(sc.Secrets, sc.Tolerance)
-	case "github":
-		return signature.NewGitHub(sc.Secrets)
-	case "hmac":
-		return signature.NewHMAC(sc.Secrets, sc.HMAC)
-	case "none":
-		return signature.None{}, nil
-	}
-	return nil, fmt.Errorf("unknown verify scheme %q", sc.Verify)
+	return signature.NewVerifier(sc.Verify, signature.Params{Secrets: sc.Secrets, Tolerance: sc.Tolerance, HMAC: sc.HMAC})
 }
 
 // keepHeaders lists the request headers stored with each event: those that
@@ -266,8 +260,8 @@ func keepHeaders(sc Source) []string {
 			hs = append(hs, h)
 		}
 	}
-	if sc.Verify == "standard" {
-		hs = append(hs, "webhook-timestamp")
+	if scheme, ok := signature.Lookup(sc.Verify); ok {
+		hs = append(hs, scheme.KeepHeaders...)
 	}
 	// In the order encoding/json writes a map's keys, once each.
 	sort.Strings(hs)
@@ -292,6 +286,7 @@ const (
 	OutcomeTooLarge     = "too_large"
 	OutcomeUnknown      = "unknown_source"
 	OutcomeUnavailable  = "unavailable"
+	OutcomeHandshake    = "handshake" // a provider's check of the endpoint, answered, not stored
 )
 
 func (h *Handler) serve(c *fiber.Ctx) error {
@@ -315,16 +310,24 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		h.refuse(c, src.name, OutcomeUnauthorized, start, "signature refused", "reason", code)
 		return httperror.New(http.StatusUnauthorized, code, err.Error())
 	}
+	if src.handshake != nil {
+		if a, ok := src.handshake(sc.header, body); ok {
+			h.answerHandshake(c, src.name, a, start)
+			return nil
+		}
+	}
 
 	var id, typ string
-	var inexact [2]bool // the ID, the type held invalid UTF-8 or a lone surrogate
+	var inexact [3]bool // the ID, the type, the type's fallback held invalid UTF-8 or a lone surrogate
 	if src.needJSON {
-		var out [2]string
-		if err := lookupJSON(body, src.paths, out[:], inexact[:]); err != nil {
+		var out [3]string
+		n := len(src.paths)
+		if err := lookupJSON(body, src.paths, out[:n], inexact[:n]); err != nil {
 			h.refuse(c, src.name, OutcomeInvalid, start, "malformed json")
 			return httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
 		}
-		id, typ = out[0], out[1]
+		id = out[0]
+		typ, inexact[1] = typeOrFallback(out[:n], inexact[:n])
 	}
 	if src.idHeader != "" {
 		id, inexact[0] = c.Get(src.idHeader), false
@@ -413,6 +416,31 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON)
 	c.Response().SetBody(out) // copies
 	return nil
+}
+
+// typeOrFallback is the type lookupJSON found, or if it is empty the
+// scheme's fallback field (out[2]) when there is one.
+func typeOrFallback(out []string, inexact []bool) (string, bool) {
+	if out[1] == "" && len(out) > 2 {
+		return out[2], inexact[2]
+	}
+	return out[1], inexact[1]
+}
+
+// answerHandshake sends a handshake's answer; nothing is stored.
+func (h *Handler) answerHandshake(c *fiber.Ctx, src string, a signature.Answer, start time.Time) {
+	h.metrics.observe(src, OutcomeHandshake, start)
+	h.log.Debug("handshake answered", "source", src, "status", a.Status)
+	if a.Status == 0 {
+		a.Status = http.StatusOK
+	}
+	if a.ContentType == "" {
+		a.ContentType = "text/plain; charset=utf-8"
+	}
+	c.Status(a.Status)
+	c.Response().Header.SetContentType(a.ContentType)
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Response().SetBody(a.Body) // copies
 }
 
 // afterClaim follows the local claim of ev: a new event wakes the relay

@@ -84,6 +84,12 @@ func newHarness(t testing.TB) *harness {
 // harness's).
 func newHarnessWith(t testing.TB, opts Options) *harness {
 	t.Helper()
+	return newHarnessFor(t, testSources(), opts)
+}
+
+// newHarnessFor is newHarnessWith serving sources.
+func newHarnessFor(t testing.TB, sources []Source, opts Options) *harness {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
 	if err != nil {
@@ -91,7 +97,7 @@ func newHarnessWith(t testing.TB, opts Options) *harness {
 	}
 	h := &harness{store: st, metrics: NewMetrics(prometheus.NewRegistry()), now: time.Now()}
 	opts.Metrics, opts.Now = h.metrics, h.clock
-	handler, err := New(testSources(), st, log, opts)
+	handler, err := New(sources, st, log, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,3 +111,25 @@ func BenchmarkSignStandard(b *testing.B) {
 		_ = SignStandard(key, vecID, ts, benchBody)
 	}
 }
+
+// BenchmarkVerifyStandardV1a: an ed25519 (v1a) signature and a whpk_ key.
+func BenchmarkVerifyStandardV1a(b *testing.B) {
+	v, err := NewStandard([]string{v1aPublic}, 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchVerify(b, v, mapHeader(map[string]string{
+		HeaderWebhookID:        vecID,
+		HeaderWebhookTimestamp: strconv.Itoa(vecTS),
+		HeaderWebhookSignature: signV1a(v1aPrivate(b), vecID, vecTS, string(benchBody)),
+	}), unix(vecTS))
+}
+
+func BenchmarkVerifyPaddle(b *testing.B) {
+	const ts = 1700000000
+	v, err := NewPaddle([]string{paddleSecret}, 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchVerify(b, v, mapHeader(map[string]string{HeaderPaddleSignature: paddleSign(paddleSecret, ts, benchBody)}), unix(ts))
+}

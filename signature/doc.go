@@ -2,8 +2,14 @@
 //
 // A [Verifier] checks one request: the signature header(s), reached through
 // a [Header] lookup, against the raw request body. Implementations are
-// [Stripe], [Standard] (Standard Webhooks 1.0), [GitHub], the generic
-// [HMAC] and [None]. All of them are safe for concurrent use.
+// [Stripe], [Standard] (Standard Webhooks 1.0, v1 and v1a; also Svix's
+// headers, [NewSvix]), [GitHub], the generic [HMAC], [None] and the
+// provider presets. All of them are safe for concurrent use.
+//
+// Each verify scheme a source may name is a [Scheme] in one registry
+// ([Register], [Lookup]), declared in its own file: the verifier's
+// constructor and the data around it (where its events carry their ID and
+// type, its secrets' form, a handshake).
 //
 // Every verifier accepts several secrets (rotation): a request is authentic
 // if any signature it carries matches any secret. Signatures are compared in
@@ -29,14 +35,16 @@
 //
 // # Order of checks
 //
-// Timestamped schemes (Stripe, Standard) check the signature before the
-// timestamp. ErrTimestamp therefore means the request was really signed by
-// the sender but is stale or from the future (a replay, or clock skew);
-// a forged request always yields ErrMismatch, whatever its timestamp.
+// Timestamped schemes (Stripe, Standard, Slack, Twitch, Discord) check the
+// signature before the timestamp. ErrTimestamp therefore means the request
+// was really signed by the sender but is stale or from the future (a
+// replay, or clock skew); a forged request always yields ErrMismatch,
+// whatever its timestamp.
 //
 // # Timestamps
 //
 // Timestamps must be canonical decimal Unix seconds: ASCII digits only, no
 // sign, no leading zeros, fitting in an int64. Senders only produce that
 // form, and it makes the signed bytes unambiguous.
+// Twitch's are RFC 3339 times, signed as sent.
 package signature

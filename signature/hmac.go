@@ -156,3 +156,15 @@ func NewGitHub(secrets []string) (*GitHub, error) {
 func (g *GitHub) Verify(h Header, body []byte, now time.Time) error {
 	return g.h.Verify(h, body, now)
 }
+
+func init() {
+	Register(Scheme{
+		Name: "hmac",
+		New:  func(p Params) (Verifier, error) { return NewHMAC(p.Secrets, p.HMAC) },
+	})
+	Register(Scheme{
+		Name: "github",
+		ID:   Location{Header: "X-GitHub-Delivery"}, Type: Location{Header: "X-GitHub-Event"},
+		New: func(p Params) (Verifier, error) { return NewGitHub(p.Secrets) },
+	})
+}

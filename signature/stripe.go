@@ -123,3 +123,11 @@ func parseStripe(v string, sigs [][sha256.Size]byte) (int64, [][sha256.Size]byte
 	}
 	return ts, sigs, nil
 }
+
+func init() {
+	Register(Scheme{
+		Name: "stripe",
+		ID:   Location{Field: "id"}, Type: Location{Field: "type"},
+		New: func(p Params) (Verifier, error) { return NewStripe(p.Secrets, p.Tolerance) },
+	})
+}
