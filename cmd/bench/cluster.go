@@ -270,10 +270,13 @@ func stopAll(ps []*proc, timeout time.Duration) {
 	}
 }
 
-// runCluster is the cluster phase: NATS nodes, gateways, warm-up, the peak
-// in a closed loop over the gateways, then the drain.
+// runCluster is the cluster phase (with -cluster): NATS nodes, gateways,
+// warm-up, the peak in a closed loop over the gateways, then the drain.
 func (r *report) runCluster(ctx context.Context, dir, bin, self, tag string) error {
 	o := r.o
+	if o.cluster <= 0 || ctx.Err() != nil {
+		return nil
+	}
 	c := &clusterRun{n: o.cluster}
 	r.cluster = c
 	dir = filepath.Join(dir, "cluster")
@@ -291,104 +294,36 @@ func (r *report) runCluster(ctx context.Context, dir, bin, self, tag string) err
 		return err
 	}
 	defer ds.close()
-	var gws []*proc
-	defer func() { stopAll(gws, 60*time.Second) }()
-	var addrs []string
+	cg := &clusterGateways{o: o, dir: dir, bin: bin, self: self, natsURL: natsURL, ds: ds}
+	defer func() { stopAll(cg.procs, 60*time.Second) }()
 	t0 := time.Now()
-	start := func(i int) error {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		cfg, err := writeClusterConfig(dir, i, addr, ds.url(), natsURL, o)
-		if err != nil {
-			return err
-		}
-		argv := []string{bin, "-config", cfg}
-		if bin == "" {
-			argv = []string{self, "-serve-gateway", cfg}
-		}
-		gw, err := startProc(fmt.Sprintf("gateway %d", i), filepath.Join(dir, fmt.Sprintf("gw%d", i), "gateway.log"), argv...)
-		if err != nil {
-			return err
-		}
-		gws = append(gws, gw)
-		addrs = append(addrs, addr)
-		return nil
-	}
-	ready := func(i int) error {
-		if err := waitHTTP(gws[i], addrs[i], 60*time.Second); err != nil {
-			return err
-		}
-		return waitDeliveryReady(ctx, gws[i], addrs[i], 60*time.Second)
-	}
-	// The first gateway creates the stream and buckets alone, then the
-	// others start.
-	if err := start(0); err != nil {
+	if err := cg.startAll(ctx, tag); err != nil {
 		return err
-	}
-	if err := ready(0); err != nil {
-		return err
-	}
-	for i := 1; i < o.cluster; i++ {
-		if err := start(i); err != nil {
-			return err
-		}
-	}
-	for i := 1; i < o.cluster; i++ {
-		if err := ready(i); err != nil {
-			return err
-		}
-	}
-	// One event through each gateway before the load: every bucket and
-	// consumer is there when it starts.
-	if !o.noRoute {
-		for i, a := range addrs {
-			if err := firstEvent(ctx, a, ds, nil, o, tag+"f"+strconv.Itoa(i)); err != nil {
-				return fmt.Errorf("cluster: gateway %d: %w", i, err)
-			}
-		}
 	}
 	c.startup = time.Since(t0)
-	logf("cluster: %d gateways serving, an event through each, %s after the first one's start", len(gws), c.startup.Round(time.Millisecond))
+	logf("cluster: %d gateways serving, an event through each, %s after the first one's start", o.cluster, c.startup.Round(time.Millisecond))
 
-	l := newSpreadLoader(addrs, o.conns, o.size, o.repeat, tag)
+	l := newSpreadLoader(cg.addrs, o.conns, o.size, o.repeat, tag)
 	l.random = o.randomIDs
 	defer l.closeIdle()
-	logf("cluster: warm-up %s, then %s closed loop over %d connections to %d gateways", o.warmup, o.duration, o.conns, len(gws))
+	logf("cluster: warm-up %s, then %s closed loop over %d connections to %d gateways", o.warmup, o.duration, o.conns, o.cluster)
 	l.closedLoop(ctx, o.warmup)
-	m := measureCluster(gws, nodes)
+	m := measureCluster(cg.procs, nodes)
 	c.peak = l.closedLoop(ctx, o.duration)
 	c.peakCPU = m.done()
 	logf("cluster: %.0f events/s at peak (p99 %s); waiting for delivery", c.peak.rate(), c.peak.pct(99))
-
 	ids := l.acceptedIDs()
 	c.acceptedIDs = int64(len(ids))
 	if !o.noRoute {
-		d0, t0, m := ds.distinct.Load(), time.Now(), measureCluster(gws, nodes)
-		c.drained = waitDelivered(ctx, ds, c.acceptedIDs, o.drainTimeout)
-		c.drainCPU, c.drainTime, c.drainDelivered = m.done(), time.Since(t0), ds.distinct.Load()-d0
-		if first := l.firstAccepted.Load(); first > 0 {
-			c.deliveryTime = time.Duration(ds.last.Load() - first)
-			if c.deliveryTime > 0 {
-				c.deliveryRate = float64(min(ds.distinct.Load(), c.acceptedIDs)) / c.deliveryTime.Seconds()
-			}
-		}
-		// A copy sent again would come within a round or two: give it
-		// a moment before counting.
-		time.Sleep(settle)
-		c.lost = ds.missing(ids)
-		c.doubled = ds.doubled()
-		logf("cluster: %d of %d accepted events delivered, %.0f events/s end to end; %d doubled, %d lost",
-			ds.distinct.Load(), c.acceptedIDs, c.deliveryRate, c.doubled, c.lost)
+		c.drain(ctx, o, l, ds, ids, cg.procs, nodes)
 	}
 	c.delivered, c.request = ds.distinct.Load(), ds.requests.Load()
 	c.repeats, c.crossRep = l.repeats.Load(), l.crossRepeats.Load()
-	c.perGateway = make([]int64, len(gws))
+	c.perGateway = make([]int64, o.cluster)
 	for _, w := range l.workers {
 		c.perGateway[w.target] += w.answered
 	}
-	for _, p := range gws {
+	for _, p := range cg.procs {
 		_, hwm := memory(p)
 		c.gwHWM = append(c.gwHWM, hwm)
 	}
@@ -400,6 +335,96 @@ func (r *report) runCluster(ctx context.Context, dir, bin, self, tag string) err
 		c.lastErr = e
 	}
 	return ctx.Err()
+}
+
+// drain waits until every event accepted by some gateway is delivered,
+// then counts the doubled and the lost.
+func (c *clusterRun) drain(ctx context.Context, o *options, l *loader, ds *downstream, ids map[string]struct{}, gws, nodes []*proc) {
+	d0, t0, m := ds.distinct.Load(), time.Now(), measureCluster(gws, nodes)
+	c.drained = waitDelivered(ctx, ds, c.acceptedIDs, o.drainTimeout)
+	c.drainCPU, c.drainTime, c.drainDelivered = m.done(), time.Since(t0), ds.distinct.Load()-d0
+	if first := l.firstAccepted.Load(); first > 0 {
+		c.deliveryTime = time.Duration(ds.last.Load() - first)
+		if c.deliveryTime > 0 {
+			c.deliveryRate = float64(min(ds.distinct.Load(), c.acceptedIDs)) / c.deliveryTime.Seconds()
+		}
+	}
+	// A copy sent again would come within a round or two: give it a
+	// moment before counting.
+	time.Sleep(settle)
+	c.lost = ds.missing(ids)
+	c.doubled = ds.doubled()
+	logf("cluster: %d of %d accepted events delivered, %.0f events/s end to end; %d doubled, %d lost",
+		ds.distinct.Load(), c.acceptedIDs, c.deliveryRate, c.doubled, c.lost)
+}
+
+// clusterGateways starts the gateways of the cluster phase.
+type clusterGateways struct {
+	o                       *options
+	dir, bin, self, natsURL string
+	ds                      *downstream
+	procs                   []*proc
+	addrs                   []string
+}
+
+// startAll starts the first gateway alone (it creates the stream and
+// buckets), then the others, and sends one event through each, so that
+// every bucket and consumer is there when the load starts.
+func (cg *clusterGateways) startAll(ctx context.Context, tag string) error {
+	if err := cg.start(0); err != nil {
+		return err
+	}
+	if err := cg.ready(ctx, 0); err != nil {
+		return err
+	}
+	for i := 1; i < cg.o.cluster; i++ {
+		if err := cg.start(i); err != nil {
+			return err
+		}
+	}
+	for i := 1; i < cg.o.cluster; i++ {
+		if err := cg.ready(ctx, i); err != nil {
+			return err
+		}
+	}
+	if cg.o.noRoute {
+		return nil
+	}
+	for i, a := range cg.addrs {
+		if err := firstEvent(ctx, a, cg.ds, nil, cg.o, tag+"f"+strconv.Itoa(i)); err != nil {
+			return fmt.Errorf("cluster: gateway %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (cg *clusterGateways) start(i int) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cfg, err := writeClusterConfig(cg.dir, i, addr, cg.ds.url(), cg.natsURL, cg.o)
+	if err != nil {
+		return err
+	}
+	argv := []string{cg.bin, "-config", cfg}
+	if cg.bin == "" {
+		argv = []string{cg.self, "-serve-gateway", cfg}
+	}
+	gw, err := startProc(fmt.Sprintf("gateway %d", i), filepath.Join(cg.dir, fmt.Sprintf("gw%d", i), "gateway.log"), argv...)
+	if err != nil {
+		return err
+	}
+	cg.procs = append(cg.procs, gw)
+	cg.addrs = append(cg.addrs, addr)
+	return nil
+}
+
+func (cg *clusterGateways) ready(ctx context.Context, i int) error {
+	if err := waitHTTP(cg.procs[i], cg.addrs[i], 60*time.Second); err != nil {
+		return err
+	}
+	return waitDeliveryReady(ctx, cg.procs[i], cg.addrs[i], 60*time.Second)
 }
 
 // settle is how long the cluster phase waits after the drain before it
@@ -449,6 +474,9 @@ func (r *report) writeCluster(b *strings.Builder) {
 			fmt.Sprintf("%s events/s over %s", num(r.deliveryRate), r.deliveryTime.Round(100*time.Millisecond)),
 			fmt.Sprintf("%s events/s over %s%s", num(c.deliveryRate), c.deliveryTime.Round(100*time.Millisecond), drained),
 			ratio(c.deliveryRate, r.deliveryRate))
+		if r.bare.rate() > 0 {
+			row("end-to-end / bare Fiber", pct(r.deliveryRate, r.bare.rate()), pct(c.deliveryRate, r.bare.rate()), "")
+		}
 		row("delivery alone (the drain after the peak)", num(rate(r.drainDelivered, r.drainTime))+" events/s",
 			num(rate(c.drainDelivered, c.drainTime))+" events/s", ratio(rate(c.drainDelivered, c.drainTime), rate(r.drainDelivered, r.drainTime)))
 	}

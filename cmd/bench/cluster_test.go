@@ -255,7 +255,7 @@ func TestWriteCluster(t *testing.T) {
 			cluster: &clusterRun{n: 2, peak: peak(40000, 9000, 12000, 40000), deliveryRate: 3000, deliveryTime: 14 * time.Second,
 				drainDelivered: 6000, drainTime: 3 * time.Second, drained: true, acceptedIDs: 36000, delivered: 36000,
 				peakCPU: clusterSplit{gateways: 1.1, nats: 0.6, bench: 0.25}, repeats: 4000, crossRep: 2000,
-				perGateway: []int64{20000, 20000}, gwHWM: []int64{100 << 20, 110 << 20}, natsHWM: []int64{60 << 20, 61 << 20, 62 << 20}},
+				perGateway: []int64{20000, 20000}, startup: 1234 * time.Millisecond, gwHWM: []int64{100 << 20, 110 << 20}, natsHWM: []int64{60 << 20, 61 << 20, 62 << 20}},
 		}
 	}
 	noBare := base()
@@ -276,12 +276,14 @@ func TestWriteCluster(t *testing.T) {
 			"| intake at peak (10s closed loop) | 8,000 events/s | 4,000 events/s | 0.50 |",
 			"| intake / bare Fiber | 16.0 % | 8.0 % | |",
 			"| end-to-end delivery, first accepted → last delivered | 6,000 events/s over 15s | 3,000 events/s over 14s | 0.50 |",
+			"| end-to-end / bare Fiber | 12.0 % | 6.0 % | |",
 			"| delivery alone (the drain after the peak) | 6,000 events/s | 2,000 events/s | 0.33 |",
 			"| 72000 / 72000 / 0 / 0 | 36000 / 36000 / 0 / 0 |",
 			"1.10 / 0.60 / 0.25 / 0.00 / 0.00 cores",
 			"| CPU per event at peak: gateways; NATS | 200 µs; (inside) | 275 µs; 150 µs | |",
 			"| 125 MB (NATS inside) | 100 / 110 MB; 60 / 61 / 62 MB |",
 			"| 20,000 / 20,000 |",
+			"until an event went through each | | 1.2s | |",
 		}, []string{"not all delivered"}},
 		{"no bare", noBare, []string{"| intake at peak (10s closed loop) | 8,000 events/s | 4,000 events/s | 0.50 |"}, []string{"bare Fiber"}},
 		{"no route", noRoute, []string{"| intake at peak"}, []string{"end-to-end", "delivery alone", "doubled", "during the drain"}},
