@@ -477,8 +477,11 @@ func (r *report) writeCluster(b *strings.Builder) {
 		if r.bare.rate() > 0 {
 			row("end-to-end / bare Fiber", pct(r.deliveryRate, r.bare.rate()), pct(c.deliveryRate, r.bare.rate()), "")
 		}
-		row("delivery alone (the drain after the peak)", num(rate(r.drainDelivered, r.drainTime))+" events/s",
-			num(rate(c.drainDelivered, c.drainTime))+" events/s", ratio(rate(c.drainDelivered, c.drainTime), rate(r.drainDelivered, r.drainTime)))
+		alone := func(n int64, d time.Duration) string {
+			return fmt.Sprintf("%s events/s (%s in %s)", num(rate(n, d)), num(float64(n)), d.Round(100*time.Millisecond))
+		}
+		row("delivery alone (the drain after the peak; a capacity only when the peak left a backlog)", alone(r.drainDelivered, r.drainTime),
+			alone(c.drainDelivered, c.drainTime), ratio(rate(c.drainDelivered, c.drainTime), rate(r.drainDelivered, r.drainTime)))
 	}
 	answers := func(x result) string { return fmt.Sprintf("%d / %d / %d", x.accepted, x.duplicate, x.failed) }
 	row("answers at peak: accepted / duplicate / failed", answers(r.peak), answers(c.peak), "")
