@@ -286,7 +286,7 @@ func TestWriteCluster(t *testing.T) {
 			"until an event went through each | | 1.2s | |",
 		}, []string{"not all delivered"}},
 		{"no bare", noBare, []string{"| intake at peak (10s closed loop) | 8,000 events/s | 4,000 events/s | 0.50 |"}, []string{"bare Fiber"}},
-		{"no route", noRoute, []string{"| intake at peak"}, []string{"end-to-end", "delivery alone", "doubled", "during the drain"}},
+		{"no route", noRoute, []string{"| intake at peak", "until each was ready"}, []string{"end-to-end", "delivery alone", "doubled", "during the drain"}},
 		{"doubled and lost", lossy, []string{"| 36000 / 36000 / 3 / 2 |", "(not all delivered within -drain-timeout)"}, nil},
 	} {
 		var b strings.Builder
