@@ -27,7 +27,6 @@ var eventTypes = []string{"invoice.paid", "customer.created", "payment_intent.su
 // Stripe-signed events over a fixed number of keep-alive connections.
 type loader struct {
 	addr    string
-	url     string
 	conns   int
 	size    int                    // body bytes
 	repeat  float64                // share of requests that repeat an earlier event
@@ -63,7 +62,7 @@ type pooled struct {
 
 func newLoader(addr string, conns, size int, repeat float64, tag string) *loader {
 	l := &loader{
-		addr: addr, url: "http://" + addr + "/webhooks/stripe",
+		addr:  addr,
 		conns: conns, size: size, repeat: repeat, tag: tag,
 		client: newHostClient(addr, conns),
 	}
@@ -81,7 +80,7 @@ func newLoader(addr string, conns, size int, repeat float64, tag string) *loader
 // (acceptedIDs).
 func newSpreadLoader(addrs []string, conns, size int, repeat float64, tag string) *loader {
 	l := &loader{
-		addr: addrs[0], url: "http://" + addrs[0] + "/webhooks/stripe",
+		addr:  addrs[0],
 		conns: conns, size: size, repeat: repeat, tag: tag,
 		pool: make([]poolShard, conns),
 	}
@@ -328,7 +327,8 @@ func (w *worker) nextID() string {
 }
 
 // nextPooled is nextID drawing repeats from every worker's IDs: a random
-// worker's, then a random one of its last 4,096.
+// worker's, then a random one of the up to 4,096 it keeps (replaced at
+// random once full), as nextID keeps its own.
 func (w *worker) nextPooled() string {
 	if w.n > 0 && w.rng.Float64() < w.l.repeat {
 		sh := &w.l.pool[w.rng.IntN(len(w.l.pool))]
