@@ -11,7 +11,8 @@ import (
 )
 
 // downstream is the fast local receiver the gateway's route delivers to. It
-// answers 200 at once and counts distinct events (by X-Hookgate-Event-Id).
+// answers 200 at once and counts distinct events (by X-Hookgate-Event-Id)
+// and the requests for each.
 type downstream struct {
 	srv  *fasthttp.Server
 	ln   net.Listener
@@ -24,7 +25,7 @@ type downstream struct {
 
 	shards [64]struct {
 		sync.Mutex
-		seen map[string]struct{}
+		seen map[string]uint32 // requests per event
 	}
 }
 
@@ -35,7 +36,7 @@ func startDownstream() (*downstream, error) {
 	}
 	d := &downstream{ln: ln, seed: maphash.MakeSeed()}
 	for i := range d.shards {
-		d.shards[i].seen = make(map[string]struct{})
+		d.shards[i].seen = make(map[string]uint32)
 	}
 	d.srv = &fasthttp.Server{
 		Handler:               d.handle,
@@ -61,11 +62,10 @@ func (d *downstream) handle(c *fasthttp.RequestCtx) {
 	if len(id) > 0 {
 		s := &d.shards[maphash.Bytes(d.seed, id)%uint64(len(d.shards))]
 		s.Lock()
-		_, seen := s.seen[string(id)]
-		if !seen {
-			s.seen[string(id)] = struct{}{}
-		}
+		n := s.seen[string(id)]
+		s.seen[string(id)] = n + 1
 		s.Unlock()
+		seen := n > 0
 		if !seen {
 			now := time.Now().UnixNano()
 			d.first.CompareAndSwap(0, now)
@@ -90,4 +90,37 @@ func (d *downstream) reset() {
 	d.distinct.Store(0)
 	d.first.Store(0)
 	d.last.Store(0)
+}
+
+// doubled is the number of events the downstream was sent more than once.
+// Each answer was 200, so each such event was delivered twice; with one
+// route, under one Idempotency-Key (route, event).
+func (d *downstream) doubled() int64 {
+	var n int64
+	for i := range d.shards {
+		s := &d.shards[i]
+		s.Lock()
+		for _, c := range s.seen {
+			if c > 1 {
+				n++
+			}
+		}
+		s.Unlock()
+	}
+	return n
+}
+
+// missing is the number of these event IDs the downstream never saw.
+func (d *downstream) missing(ids map[string]struct{}) int64 {
+	var n int64
+	for id := range ids {
+		s := &d.shards[maphash.String(d.seed, id)%uint64(len(d.shards))]
+		s.Lock()
+		_, ok := s.seen[id]
+		s.Unlock()
+		if !ok {
+			n++
+		}
+	}
+	return n
 }

@@ -23,49 +23,117 @@ const benchSecret = "whsec_hookgate_bench_secret" //nolint:gosec // G101: the be
 // eventTypes are spread over the events (so the stream has a few subjects).
 var eventTypes = []string{"invoice.paid", "customer.created", "payment_intent.succeeded", "charge.refunded"}
 
-// loader drives one HTTP server with Stripe-signed events over a fixed
-// number of keep-alive connections.
+// loader drives one HTTP server (or several: newSpreadLoader) with
+// Stripe-signed events over a fixed number of keep-alive connections.
 type loader struct {
 	addr    string
-	url     string
 	conns   int
-	size    int     // body bytes
-	repeat  float64 // share of requests that repeat an earlier event
-	tag     string  // makes event IDs unique to this run
-	random  bool    // event IDs are random, not counted per sender
-	client  *fasthttp.HostClient
+	size    int                    // body bytes
+	repeat  float64                // share of requests that repeat an earlier event
+	tag     string                 // makes event IDs unique to this run
+	random  bool                   // event IDs are random, not counted per sender
+	client  *fasthttp.HostClient   // the first target's
+	clients []*fasthttp.HostClient // one per target (gateway)
 	workers []*worker
+
+	// With several targets (newSpreadLoader): the IDs each worker sent,
+	// from which any worker draws its repeats, so that a repeat can go to
+	// another target than its first copy.
+	pool []poolShard
 
 	// Counters over the loader's whole life.
 	accepted, duplicate, failed atomic.Int64
+	repeats, crossRepeats       atomic.Int64 // repeats sent (with a pool), and of them to another target than the first copy
 	firstAccepted               atomic.Int64 // unix nanos of the first accepted answer
 	lastErr                     atomic.Value // string
 }
 
+// poolShard is one worker's sent IDs, read by every worker.
+type poolShard struct {
+	mu  sync.Mutex
+	ids []pooled
+}
+
+// pooled is an event ID sent and the target its first copy went to.
+type pooled struct {
+	id     string
+	target int
+}
+
 func newLoader(addr string, conns, size int, repeat float64, tag string) *loader {
 	l := &loader{
-		addr: addr, url: "http://" + addr + "/webhooks/stripe",
+		addr:  addr,
 		conns: conns, size: size, repeat: repeat, tag: tag,
-		client: &fasthttp.HostClient{
-			Addr:                addr,
-			Name:                "hookgate-bench",
-			MaxConns:            conns,
-			MaxConnWaitTimeout:  30 * time.Second,
-			MaxIdleConnDuration: time.Minute,
-			ReadTimeout:         60 * time.Second,
-			WriteTimeout:        60 * time.Second,
-			ReadBufferSize:      4096,
-			WriteBufferSize:     4096,
-		},
+		client: newHostClient(addr, conns),
 	}
+	l.clients = []*fasthttp.HostClient{l.client}
 	for i := range conns {
-		l.workers = append(l.workers, &worker{
-			l: l, id: i,
-			rng: rand.New(rand.NewPCG(uint64(i)+1, 0x9e3779b97f4a7c15)),
-			mac: hmac.New(sha256.New, []byte(benchSecret)),
-		})
+		l.workers = append(l.workers, newWorker(l, i, l.client, 0))
 	}
 	return l
+}
+
+// newSpreadLoader spreads its connections over the addresses, round-robin
+// (connection i goes to addrs[i % len(addrs)]), and draws repeats from the
+// IDs every connection sent: with n targets, (n-1)/n of the repeats go to
+// another target than the first copy. It keeps the IDs answered accepted
+// (acceptedIDs).
+func newSpreadLoader(addrs []string, conns, size int, repeat float64, tag string) *loader {
+	l := &loader{
+		addr:  addrs[0],
+		conns: conns, size: size, repeat: repeat, tag: tag,
+		pool: make([]poolShard, conns),
+	}
+	for i, a := range addrs {
+		l.clients = append(l.clients, newHostClient(a, (conns-i+len(addrs)-1)/len(addrs)))
+	}
+	l.client = l.clients[0]
+	for i := range conns {
+		t := i % len(addrs)
+		l.workers = append(l.workers, newWorker(l, i, l.clients[t], t))
+	}
+	return l
+}
+
+func newHostClient(addr string, conns int) *fasthttp.HostClient {
+	return &fasthttp.HostClient{
+		Addr:                addr,
+		Name:                "hookgate-bench",
+		MaxConns:            max(conns, 1),
+		MaxConnWaitTimeout:  30 * time.Second,
+		MaxIdleConnDuration: time.Minute,
+		ReadTimeout:         60 * time.Second,
+		WriteTimeout:        60 * time.Second,
+		ReadBufferSize:      4096,
+		WriteBufferSize:     4096,
+	}
+}
+
+func newWorker(l *loader, i int, c *fasthttp.HostClient, target int) *worker {
+	return &worker{
+		l: l, id: i, client: c, target: target, url: "http://" + c.Addr + "/webhooks/stripe",
+		rng: rand.New(rand.NewPCG(uint64(i)+1, 0x9e3779b97f4a7c15)),
+		mac: hmac.New(sha256.New, []byte(benchSecret)),
+	}
+}
+
+// closeIdle closes the idle connections to every target.
+func (l *loader) closeIdle() {
+	for _, c := range l.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// acceptedIDs is the set of event IDs answered accepted (by any target),
+// with a spread loader; call it while no phase runs.
+func (l *loader) acceptedIDs() map[string]struct{} {
+	ids := map[string]struct{}{}
+	for _, w := range l.workers {
+		for _, id := range w.acceptedIDs {
+			ids[id] = struct{}{}
+		}
+	}
+	return ids
 }
 
 // result is what one phase measured.
@@ -160,6 +228,9 @@ func (l *loader) run(ctx context.Context, d time.Duration, rate float64) result 
 type worker struct {
 	l      *loader
 	id     int
+	client *fasthttp.HostClient
+	url    string
+	target int // index of its client in l.clients
 	rng    *rand.Rand
 	mac    hash.Hash
 	n      int      // events generated
@@ -169,6 +240,9 @@ type worker struct {
 	lat    []uint32
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
+
+	acceptedIDs []string // with a pool: the IDs answered accepted
+	answered    int64    // answers accepted or duplicate
 }
 
 // randomID is an event ID of 24 random base-62 characters after "evt_",
@@ -196,32 +270,17 @@ var (
 func (w *worker) send() bool {
 	if w.req == nil {
 		w.req, w.resp = fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		w.req.SetRequestURI(w.l.url)
+		w.req.SetRequestURI(w.url)
 		w.req.Header.SetMethod(fasthttp.MethodPost)
 		w.req.Header.SetContentType("application/json")
 	}
-	var id string
-	if len(w.recent) > 0 && w.rng.Float64() < w.l.repeat {
-		id = w.recent[w.rng.IntN(len(w.recent))]
-	} else {
-		if w.l.random {
-			id = randomID(w.rng)
-		} else {
-			id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
-		}
-		w.n++
-		if len(w.recent) < 4096 {
-			w.recent = append(w.recent, id)
-		} else {
-			w.recent[w.rng.IntN(len(w.recent))] = id
-		}
-	}
+	id := w.nextID()
 	w.body = appendEvent(w.body[:0], id, w.l.size)
 	w.hdr = w.sign(w.hdr[:0], time.Now().Unix(), w.body)
 	w.req.Header.SetBytesV("Stripe-Signature", w.hdr)
 	w.req.SetBodyRaw(w.body)
 	w.resp.Reset()
-	err := w.l.client.Do(w.req, w.resp)
+	err := w.client.Do(w.req, w.resp)
 	switch {
 	case err != nil:
 		w.l.failed.Add(1)
@@ -231,9 +290,15 @@ func (w *worker) send() bool {
 		w.l.failed.Add(1)
 		w.l.lastErr.Store(strconv.Itoa(w.resp.StatusCode()) + " " + string(w.resp.Body()))
 		return false
+	}
+	w.answered++
+	switch {
 	case bytes.Contains(w.resp.Body(), answerAccepted):
 		if w.l.accepted.Add(1) == 1 {
 			w.l.firstAccepted.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		if w.l.pool != nil {
+			w.acceptedIDs = append(w.acceptedIDs, id)
 		}
 	case bytes.Contains(w.resp.Body(), answerDuplicate):
 		w.l.duplicate.Add(1)
@@ -241,6 +306,69 @@ func (w *worker) send() bool {
 		w.l.accepted.Add(1)
 	}
 	return true
+}
+
+// nextID is the ID of the next event: with probability repeat one sent
+// before (by this worker, or with a pool by any worker), else a new one.
+func (w *worker) nextID() string {
+	if w.l.pool != nil {
+		return w.nextPooled()
+	}
+	if len(w.recent) > 0 && w.rng.Float64() < w.l.repeat {
+		return w.recent[w.rng.IntN(len(w.recent))]
+	}
+	id := w.newID()
+	if len(w.recent) < 4096 {
+		w.recent = append(w.recent, id)
+	} else {
+		w.recent[w.rng.IntN(len(w.recent))] = id
+	}
+	return id
+}
+
+// nextPooled is nextID drawing repeats from every worker's IDs: a random
+// worker's, then a random one of the up to 4,096 it keeps (replaced at
+// random once full), as nextID keeps its own.
+func (w *worker) nextPooled() string {
+	if w.n > 0 && w.rng.Float64() < w.l.repeat {
+		sh := &w.l.pool[w.rng.IntN(len(w.l.pool))]
+		sh.mu.Lock()
+		var p pooled
+		ok := len(sh.ids) > 0
+		if ok {
+			p = sh.ids[w.rng.IntN(len(sh.ids))]
+		}
+		sh.mu.Unlock()
+		if ok {
+			w.l.repeats.Add(1)
+			if p.target != w.target {
+				w.l.crossRepeats.Add(1)
+			}
+			return p.id
+		}
+	}
+	id := w.newID()
+	sh := &w.l.pool[w.id]
+	sh.mu.Lock()
+	if len(sh.ids) < 4096 {
+		sh.ids = append(sh.ids, pooled{id, w.target})
+	} else {
+		sh.ids[w.rng.IntN(len(sh.ids))] = pooled{id, w.target}
+	}
+	sh.mu.Unlock()
+	return id
+}
+
+// newID is a new event ID: random, or counted per worker.
+func (w *worker) newID() string {
+	var id string
+	if w.l.random {
+		id = randomID(w.rng)
+	} else {
+		id = "evt_" + w.l.tag + strconv.Itoa(w.id) + "x" + strconv.Itoa(w.n)
+	}
+	w.n++
+	return id
 }
 
 // sign appends the Stripe-Signature value for body signed at ts.

@@ -4,6 +4,7 @@
 //	go run ./cmd/bench                 # full run, about 70 seconds
 //	go run ./cmd/bench -soak 5m        # plus 5 minutes at half the peak rate (memory flatness)
 //	go run ./cmd/bench -cpuprofile cpu.out   # profile the gateway during the peak phase
+//	go run ./cmd/bench -cluster 2 -duration 10s -half 0 -bare-duration 5s -warmup 2s   # then cluster mode, about 1 minute in all
 //
 // It builds ./cmd/gateway, writes a config in a temporary directory
 // (embedded JetStream, one Stripe source, one route to a fast downstream
@@ -22,7 +23,15 @@
 //     delivered) while the outbox backlog and RSS are sampled;
 //  4. the gateway at half the peak rate, on a fixed schedule, latency
 //     counted from when each request was due;
-//  5. with -soak, more of 4, for memory flatness.
+//  5. with -soak, more of 4, for memory flatness;
+//  6. with -cluster N, after the single-node gateway stopped: 3 NATS
+//     JetStream nodes (this binary re-executed with -nats-node, each its
+//     own process) and N gateways in cluster mode on them, under the same
+//     load spread over the gateways (connection i to gateway i mod N,
+//     repeats drawn from every connection's events, so most land on
+//     another gateway than their first copy): the peak and the drain,
+//     reported beside single-node with the events delivered twice and
+//     the accepted events never delivered (cluster.go).
 //
 // The bench reports; it asserts nothing.
 package main
@@ -53,9 +62,10 @@ type options struct {
 	natsSync, dupWindow, prefillCache                                string
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
+	cluster                                                          int
 
 	// Internal modes: this binary re-executed as a server under test.
-	bareAddr, serveConfig string
+	bareAddr, serveConfig, natsNode string
 }
 
 func main() {
@@ -87,6 +97,8 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof of the gateway on this address, e.g. 127.0.0.1:6060 (like -cpuprofile; block and mutex profiling on, which slows it)")
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
+	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
+	flag.StringVar(&o.natsNode, "nats-node", "", "internal: run a NATS node on this nats-server configuration file")
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
 	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
 	flag.Parse()
@@ -96,6 +108,8 @@ func main() {
 		os.Exit(serveBare(o.bareAddr))
 	case o.serveConfig != "":
 		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
+	case o.natsNode != "":
+		os.Exit(serveNATS(o.natsNode))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -159,6 +173,9 @@ type report struct {
 	firstDelivery  time.Duration // … until an event sent then was delivered, or published with -no-route (with -prefill)
 	walPeak        *walRestarts  // WAL restarts during the peak; nil if /metrics could not be read
 	walRun         *walRestarts  // … during the whole run
+	acceptedTotal  int64         // answers accepted, whole run
+	doubled        int64         // events the downstream was sent twice
+	cluster        *clusterRun   // -cluster
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -250,6 +267,9 @@ func run(ctx context.Context, o *options) (string, error) {
 	if err := gw.Stop(60 * time.Second); err != nil {
 		logf("gateway stop: %v\n%s", err, gw.Tail(15))
 	}
+	if err := r.runCluster(ctx, dir, bin, self, tag+"c"); err != nil {
+		return r.markdown(), err
+	}
 	return r.markdown(), ctx.Err()
 }
 
@@ -273,7 +293,7 @@ func (r *report) runBare(ctx context.Context, self, dir, tag string) error {
 		m := measureCPU(p)
 		r.bare = l.closedLoop(ctx, o.bareDuration)
 		r.bareCPU = m.done()
-		l.client.CloseIdleConnections()
+		l.closeIdle()
 		logf("bare fiber: %.0f req/s", r.bare.rate())
 	}
 	err = errors.Join(err, p.Stop(10*time.Second))
@@ -480,6 +500,7 @@ func (r *report) finish(ctx context.Context, gw *proc, l *loader, ds *downstream
 		waitDelivered(ctx, ds, l.accepted.Load(), o.drainTimeout)
 	}
 	r.delivered, r.requests = ds.distinct.Load(), ds.requests.Load()
+	r.acceptedTotal, r.doubled = l.accepted.Load(), ds.doubled()
 	if w, err := scrapeWALRestarts(ctx, addr); err == nil {
 		r.walRun = &w
 	} else {
@@ -489,7 +510,7 @@ func (r *report) finish(ctx context.Context, gw *proc, l *loader, ds *downstream
 	if e, ok := l.lastErr.Load().(string); ok {
 		r.lastErr = e
 	}
-	l.client.CloseIdleConnections()
+	l.closeIdle()
 	smp.stop()
 }
 
@@ -646,6 +667,7 @@ func (r *report) markdown() string {
 	}
 
 	r.writeSeries(&b)
+	r.writeCluster(&b)
 	return b.String()
 }
 
