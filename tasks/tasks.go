@@ -220,17 +220,20 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return c.Status(ans.Status).Send(ans.Response)
 	}
 
-	// The key is ours: vet the destination, then store the task.
+	// The key is ours: vet the destination, then store the task. A name
+	// that does not resolve now (DNS may fail for a moment) is queued: the
+	// dial-time check resolves it again and refuses a forbidden address.
 	if err := h.policy.CheckURL(ctx, tr.URL); err != nil {
-		h.release(scope, key)
 		switch {
 		case errors.Is(err, egress.ErrNotAllowed):
+			h.release(scope, key)
 			h.log.Warn("task refused: destination not allowed", "err", err)
 			return h.fail("refused", http.StatusUnprocessableEntity, "destination_not_allowed", err.Error())
 		case errors.Is(err, egress.ErrBadURL):
+			h.release(scope, key)
 			return h.fail("invalid", http.StatusUnprocessableEntity, "invalid_url", err.Error())
 		}
-		return h.fail("refused", http.StatusUnprocessableEntity, "destination_unresolvable", err.Error())
+		h.log.Info("task destination does not resolve yet; queued, checked when dialled", "host", hostOf(tr.URL), "err", err)
 	}
 	id := newID()
 	cctx := ctx // the cluster's requests: within ClusterTimeout in all

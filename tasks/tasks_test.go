@@ -38,7 +38,8 @@ const (
 )
 
 // resolver answers from a table; a name's answers are used in turn (the
-// last one repeats), and a name listed in block waits for release.
+// last one repeats; "" is not found), and a name listed in block waits for
+// release.
 type resolver struct {
 	mu      sync.Mutex
 	answers map[string][]string
@@ -60,7 +61,7 @@ func (r *resolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Add
 			return nil, ctx.Err()
 		}
 	}
-	if len(as) == 0 {
+	if len(as) == 0 || as[min(n, len(as)-1)] == "" { // "": not found this time
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return []netip.Addr{netip.MustParseAddr(as[min(n, len(as)-1)])}, nil
@@ -192,7 +193,9 @@ func TestAnswers(t *testing.T) {
 		{"private by name", token, "k1", `{"url":"http://private.test/"}`, 422, "destination_not_allowed"},
 		{"metadata", token, "k1", `{"url":"http://169.254.169.254/latest/meta-data/"}`, 422, "destination_not_allowed"},
 		{"mapped loopback", token, "k1", `{"url":"http://[::ffff:127.0.0.3]/"}`, 422, "destination_not_allowed"},
-		{"unresolvable", token, "k1", `{"url":"http://nowhere.test/"}`, 422, "destination_unresolvable"},
+		{"localhost name", token, "k1", `{"url":"http://api.localhost/"}`, 422, "destination_not_allowed"},
+		{"numeric loopback name", token, "k1", `{"url":"http://2130706434/"}`, 422, "destination_not_allowed"},
+		{"numeric name", token, "k1", `{"url":"http://0x5db8d822/"}`, 422, "invalid_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,5 +457,55 @@ func TestGetUnreadableStoredTask(t *testing.T) {
 	h.restart(t)
 	if a := h.do(t, http.MethodGet, "/v1/tasks/task_unreadable", operatorToken, "", ""); a.status != http.StatusInternalServerError || a.code() != "internal" {
 		t.Fatalf("GET: %d %s", a.status, a.raw)
+	}
+}
+
+// A name that does not resolve at submission (a passing DNS failure) is
+// queued, not refused: the dial-time check resolves it again. An attempt
+// that cannot resolve it fails and is retried; a name that then resolves
+// to a forbidden address is refused when dialled.
+func TestUnresolvableAtSubmitQueued(t *testing.T) {
+	var hits atomic.Int32
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer ds.Close()
+	port := ds.Listener.Addr().(*net.TCPAddr).Port
+	h := start(t, "")
+	h.res.mu.Lock()
+	h.res.answers["late.test"] = []string{"", "", "127.0.0.1"} // submission, first dial, then found
+	h.res.answers["late-private.test"] = []string{"", "10.1.2.3"}
+	h.res.answers["late-loopback.test"] = []string{"", "127.0.0.2"}
+	h.res.mu.Unlock()
+
+	a := h.submit(t, "late-1", fmt.Sprintf(`{"url":"http://late.test:%d/late"}`, port))
+	if a.status != 202 {
+		t.Fatalf("submit with an unresolvable name: %d %s, want 202", a.status, a.raw)
+	}
+	id := fmt.Sprint(a.body["id"])
+	var task answer
+	waitFor(t, "the task delivered once its name resolves", func() (bool, string) {
+		task = h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		return task.body["state"] == "succeeded", task.raw
+	})
+	list, _ := task.body["attempt_list"].([]any)
+	if len(list) != 2 || hits.Load() != 1 {
+		t.Fatalf("%d attempts, %d requests downstream, want 2 attempts (the first unresolved) and 1 request: %s", len(list), hits.Load(), task.raw)
+	}
+	if first, _ := list[0].(map[string]any); !strings.Contains(fmt.Sprint(first["error"]), "resolving late.test") {
+		t.Fatalf("first attempt: %v, want a resolution failure", first)
+	}
+
+	for _, host := range []string{"late-private.test", "late-loopback.test"} {
+		a := h.submit(t, "late-"+host, fmt.Sprintf(`{"url":"http://%s:%d/forbidden"}`, host, port))
+		if a.status != 202 {
+			t.Fatalf("submit %s: %d %s, want 202", host, a.status, a.raw)
+		}
+		id := fmt.Sprint(a.body["id"])
+		waitFor(t, host+" refused at dial", func() (bool, string) {
+			r := h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+			return strings.Contains(r.raw, "destination not allowed"), r.raw
+		})
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the downstream was reached %d times, want once (forbidden addresses are never dialled)", n)
 	}
 }
