@@ -509,3 +509,107 @@ func TestUnresolvableAtSubmitQueued(t *testing.T) {
 		t.Fatalf("the downstream was reached %d times, want once (forbidden addresses are never dialled)", n)
 	}
 }
+
+// A task's "idempotency_key" is the Idempotency-Key the downstream gets,
+// on every attempt and round, in place of the derived hg_ one; the
+// signature's webhook-id and the delivery's record keep the derived key.
+// It is part of the request: another key under one Idempotency-Key is a
+// mismatch.
+func TestTaskOwnIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	var bodies [][]byte
+	var fail atomic.Int32
+	fail.Store(3) // the first round (2 attempts) and the second's first attempt fail
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		bodies = append(bodies, b)
+		mu.Unlock()
+		if fail.Add(-1) >= 0 {
+			w.WriteHeader(503)
+		}
+	}))
+	defer ds.Close()
+	h := start(t, "")
+	const own = "order-1234 charge:v2/Zz~!"
+	body := fmt.Sprintf(`{"url":"%s/charge","body":{"amount":5},"idempotency_key":%q}`, ds.URL, own)
+	a := h.submit(t, "call-1", body)
+	if a.status != 202 || a.body["idempotency_key"] != own {
+		t.Fatalf("submit: %d %s, want 202 showing idempotency_key %q", a.status, a.raw, own)
+	}
+	id := fmt.Sprint(a.body["id"])
+	derived := outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)
+	var task answer
+	waitFor(t, "the task delivered", func() (bool, string) {
+		task = h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		return task.body["state"] == "succeeded", task.raw
+	})
+	if task.body["idempotency_key"] != own {
+		t.Errorf("GET task: idempotency_key %v, want %q", task.body["idempotency_key"], own)
+	}
+	mu.Lock()
+	hs, bs := append([]http.Header(nil), got...), append([][]byte(nil), bodies...)
+	mu.Unlock()
+	if len(hs) != 4 {
+		t.Fatalf("downstream saw %d requests, want 4", len(hs))
+	}
+	wh, _ := standardwebhooks.NewWebhook(taskSecret)
+	for i, hd := range hs {
+		if k := hd.Values("Idempotency-Key"); len(k) != 1 || k[0] != own {
+			t.Errorf("request %d: Idempotency-Key %q, want %q", i, k, own)
+		}
+		if hd.Get("webhook-id") != derived {
+			t.Errorf("request %d: webhook-id %q, want the derived %q", i, hd.Get("webhook-id"), derived)
+		}
+		if err := wh.Verify(bs[i], hd); err != nil {
+			t.Errorf("request %d signature: %v", i, err)
+		}
+	}
+	d := h.do(t, http.MethodGet, fmt.Sprintf("/v1/deliveries/%v", task.body["delivery_id"]), token, "", "")
+	if d.status != 200 || d.body["idempotency_key"] != derived {
+		t.Errorf("the delivery: %d %s, want its derived key %q", d.status, d.raw, derived)
+	}
+
+	// The key is part of the request.
+	if m := h.submit(t, "call-1", strings.Replace(body, "v2", "v3", 1)); m.status != 422 || m.code() != "idempotency_key_mismatch" {
+		t.Errorf("another idempotency_key under the same call key: %d %s, want 422 idempotency_key_mismatch", m.status, m.raw)
+	}
+	if r := h.submit(t, "call-1", body); r.status != 202 || !r.replayed || r.raw != a.raw {
+		t.Errorf("the same call again: %d %s, want the replay", r.status, r.raw)
+	}
+	// Without one, the derived key is sent and shown.
+	if a := h.submit(t, "call-2", fmt.Sprintf(`{"url":"%s/x"}`, ds.URL)); a.status != 202 ||
+		a.body["idempotency_key"] != outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, fmt.Sprint(a.body["id"])) {
+		t.Errorf("without idempotency_key: %d %s, want the derived key", a.status, a.raw)
+	}
+}
+
+// A task's "idempotency_key" is bounded: 1 to 255 printable ASCII
+// characters, no space at either end.
+func TestTaskOwnIdempotencyKeyRefused(t *testing.T) {
+	h := start(t, "")
+	for _, tc := range []struct{ name, key, code string }{
+		{"empty", `""`, "invalid_idempotency_key"},
+		{"too long", `"` + strings.Repeat("k", 256) + `"`, "invalid_idempotency_key"},
+		{"newline", `"a\nb"`, "invalid_idempotency_key"},
+		{"control", `"a\u0000b"`, "invalid_idempotency_key"},
+		{"del", `"a\u007fb"`, "invalid_idempotency_key"},
+		{"non-ascii", `"clé"`, "invalid_idempotency_key"},
+		{"leading space", `" a"`, "invalid_idempotency_key"},
+		{"trailing space", `"a "`, "invalid_idempotency_key"},
+		{"tab", `"a\tb"`, "invalid_idempotency_key"},
+		{"number", `12`, "invalid_task"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := h.submit(t, "refused-"+tc.name, `{"url":"http://public.test/x","idempotency_key":`+tc.key+`}`)
+			if a.status != 422 || a.code() != tc.code {
+				t.Fatalf("got %d %s, want 422 %s", a.status, a.raw, tc.code)
+			}
+		})
+	}
+	if a := h.submit(t, "longest", `{"url":"http://public.test/x","idempotency_key":"`+strings.Repeat("k", 255)+`"}`); a.status != 202 {
+		t.Fatalf("a 255-character key: %d %s, want 202", a.status, a.raw)
+	}
+}
