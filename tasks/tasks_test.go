@@ -521,12 +521,22 @@ func TestTaskOwnIdempotencyKey(t *testing.T) {
 	var bodies [][]byte
 	var fail atomic.Int32
 	fail.Store(3) // the first round (2 attempts) and the second's first attempt fail
+	var gone atomic.Bool
+	gone.Store(true)
+	var goneKeys []string
 	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/gone" {
+			goneKeys = append(goneKeys, r.Header.Get("Idempotency-Key"))
+			if gone.Load() {
+				w.WriteHeader(410)
+			}
+			return
+		}
 		got = append(got, r.Header.Clone())
 		bodies = append(bodies, b)
-		mu.Unlock()
 		if fail.Add(-1) >= 0 {
 			w.WriteHeader(503)
 		}
@@ -579,6 +589,28 @@ func TestTaskOwnIdempotencyKey(t *testing.T) {
 	if r := h.submit(t, "call-1", body); r.status != 202 || !r.replayed || r.raw != a.raw {
 		t.Errorf("the same call again: %d %s, want the replay", r.status, r.raw)
 	}
+	// An operator's retry of a dead task sends its own key again.
+	g := h.submit(t, "call-gone", fmt.Sprintf(`{"url":"%s/gone","idempotency_key":"gone-1"}`, ds.URL))
+	gid := fmt.Sprint(g.body["id"])
+	var dead answer
+	waitFor(t, "the task dead", func() (bool, string) {
+		dead = h.do(t, http.MethodGet, "/v1/tasks/"+gid, token, "", "")
+		return dead.body["state"] == "dead", dead.raw
+	})
+	gone.Store(false)
+	if r := h.do(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%v/retry", dead.body["delivery_id"]), operatorToken, "", ""); r.status != 202 {
+		t.Fatalf("retry: %d %s", r.status, r.raw)
+	}
+	waitFor(t, "the retried task succeeded", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+gid, token, "", "")
+		return r.body["state"] == "succeeded", r.raw
+	})
+	mu.Lock()
+	if len(goneKeys) != 2 || goneKeys[0] != "gone-1" || goneKeys[1] != "gone-1" {
+		t.Errorf("the dead task and its retry were sent with keys %q, want gone-1 twice", goneKeys)
+	}
+	mu.Unlock()
+
 	// Without one, the derived key is sent and shown.
 	if a := h.submit(t, "call-2", fmt.Sprintf(`{"url":"%s/x"}`, ds.URL)); a.status != 202 ||
 		a.body["idempotency_key"] != outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, fmt.Sprint(a.body["id"])) {
