@@ -29,7 +29,7 @@ type Config struct {
 	Log       Log       `yaml:"log"`
 	NATS      NATS      `yaml:"nats"`
 	Store     Store     `yaml:"store"`
-	Sources   []Source  `yaml:"sources"`
+	Sources   []Source  `yaml:"sources"` // default none: a task-only gateway (needs tasks.tokens or api.tokens)
 	API       API       `yaml:"api,omitempty"`
 	Routes    []Route   `yaml:"routes"`
 	Tasks     Tasks     `yaml:"tasks"`

@@ -605,7 +605,7 @@ func TestTrailingEmptyDocument(t *testing.T) {
 func TestEmptyDocument(t *testing.T) {
 	for _, src := range []string{"", "# only a comment\n", "~\n"} {
 		err := parseErr(t, src, nil)
-		if err.Error() != "config: sources: at least one source is required" {
+		if err.Error() != "config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks" {
 			t.Errorf("%q: %v", src, err)
 		}
 	}

@@ -218,8 +218,10 @@ func (c *Config) validateNATS(v *validator) {
 }
 
 func (c *Config) validateSources(v *validator) {
-	if len(c.Sources) == 0 {
-		v.errorf("sources", "at least one source is required")
+	// Without sources the gateway may still forward tasks: /v1/tasks is
+	// open to tasks.tokens and api.tokens.
+	if len(c.Sources) == 0 && len(c.Tasks.Tokens) == 0 && len(c.API.Tokens) == 0 {
+		v.errorf("sources", "nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks")
 	}
 	seen := map[string]bool{}
 	for i := range c.Sources {

@@ -55,8 +55,8 @@ func TestValidation(t *testing.T) {
 		{"http body_memory below tasks", "http: {body_memory: 2000000}\ntasks: {max_body: 3000000}\n" + validBase, "config: http.body_memory: must be at least tasks.max_body (3000000), got 2000000"},
 
 		// Sources.
-		{"no sources", "sources: []\n", "config: sources: at least one source is required"},
-		{"no sources key", "listen: ':8080'\n", "config: sources: at least one source is required"},
+		{"no sources", "sources: []\n", "config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},
+		{"no sources key", "listen: ':8080'\n", "config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},
 		{"source name missing", "sources: [{verify: none, id_field: id}]\n", "config: sources[0].name: required"},
 		{"source name pattern", "sources: [{name: Stripe, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "Stripe"…`},
 		{"source name leading dash", "sources: [{name: -a, verify: none, id_field: id}]\n", `config: sources[0].name: invalid name "-a"…`},
@@ -217,5 +217,39 @@ func TestClusterNeedsExternalNATS(t *testing.T) {
 	_, err := Parse([]byte("sources: [{name: s, verify: none, id_header: X-Id}]\ncluster: {enabled: true}\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "cluster.enabled: needs nats.url") {
 		t.Fatalf("err = %v, want cluster.enabled: needs nats.url", err)
+	}
+}
+
+// A config without sources is valid when it serves tasks (/v1/tasks is
+// open to tasks.tokens and api.tokens); one that serves nothing is refused.
+func TestTaskOnlyConfig(t *testing.T) {
+	const tok = "task-only-token-0123456789"
+	for _, tc := range []struct {
+		name, src string
+		want      string // "" when valid
+	}{
+		{"tasks.tokens", "tasks: {tokens: [" + tok + "]}\n", ""},
+		{"api.tokens", "api: {tokens: [" + tok + "]}\n", ""},
+		{"tasks.tokens, sources: []", "sources: []\ntasks: {tokens: [" + tok + "]}\n", ""},
+		{"tasks without tokens", "tasks: {secret: " + testStandardSecret + "}\n",
+			"config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},
+		{"empty tasks.tokens", "tasks: {tokens: []}\n",
+			"config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},
+		{"a route without a source", "tasks: {tokens: [" + tok + "]}\nroutes: [{name: r, sources: [stripe], url: 'https://example.com/h'}]\n",
+			`config: routes[0].sources[0]: unknown source "stripe"`},
+		{"a bad token is the token's error only", "tasks: {tokens: [short]}\n",
+			"config: tasks.tokens[0]: too short: a token must be at least 16 characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), env(nil))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("Parse succeeded, want %s", tc.want)
+			case tc.want != "" && strings.Join(errorLines(err), "\n") != tc.want:
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(errorLines(err), "\n"), tc.want)
+			}
+		})
 	}
 }

@@ -5,7 +5,9 @@
 // A Policy is used twice for every task:
 //
 //   - at submit time, CheckURL validates the URL and resolves its host, so an
-//     API can refuse a task aimed at a private address with a clear message;
+//     API can refuse a task aimed at a private address with a clear message
+//     (a failed lookup is neither ErrBadURL nor ErrNotAllowed: the task API
+//     queues such a task and leaves it to the dial-time check);
 //   - at delivery time, the Policy's Transport (DialContext) resolves the host
 //     again, checks every address and connects to a checked IP only, never
 //     to the name. A host that answered a public address at submit time and

@@ -234,7 +234,11 @@ func (e *Engine) request(ctx context.Context, r *route, ev envelope, key string)
 		ct = "application/octet-stream"
 	}
 	h.Set("Content-Type", ct)
-	h.Set("Idempotency-Key", key)
+	if ev.idempotencyKey != "" {
+		h.Set("Idempotency-Key", ev.idempotencyKey) // a task's own; records keep the derived key
+	} else {
+		h.Set("Idempotency-Key", key)
+	}
 	h.Set("User-Agent", e.cfg.UserAgent)
 	h.Set("X-Hookgate-Source", ev.source)
 	h.Set("X-Hookgate-Event-Id", ev.id)

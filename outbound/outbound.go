@@ -243,6 +243,9 @@ type envelope struct {
 	// A task's own request line and headers; empty for webhooks.
 	url, method string
 	headers     map[string]string
+	// idempotencyKey is a task's own Idempotency-Key, sent in place of
+	// the derived one; "" sends the derived one.
+	idempotencyKey string
 }
 
 // key is ev's delivery on r.

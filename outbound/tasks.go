@@ -35,6 +35,6 @@ func taskEnvelope(seq int64, id string, body []byte) (envelope, bool) {
 	return envelope{
 		seq: seq, source: store.TaskSource, id: id, typ: "task",
 		contentType: tr.ContentType, body: tr.Body,
-		url: tr.URL, method: tr.Method, headers: tr.Headers,
+		url: tr.URL, method: tr.Method, headers: tr.Headers, idempotencyKey: tr.IdempotencyKey,
 	}, true
 }

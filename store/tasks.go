@@ -149,4 +149,7 @@ type TaskRequest struct {
 	Headers     map[string]string `json:"headers,omitempty"`
 	Body        []byte            `json:"body,omitempty"`
 	ContentType string            `json:"content_type,omitempty"`
+	// IdempotencyKey is the caller's key sent downstream in place of the
+	// derived one; "" sends the derived one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }

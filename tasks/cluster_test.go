@@ -15,14 +15,17 @@ import (
 // Two gateways in cluster mode on a 3-node NATS cluster: a task POSTed
 // with one Idempotency-Key to both is one task (both answers name it, the
 // second a replay) delivered once; another request under a key another
-// gateway took is 422.
+// gateway took is 422. A task's own idempotency_key is sent by the one
+// gateway that delivers it.
 func TestTaskKeyAcrossGateways(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	var mu sync.Mutex
-	got := map[string]int{} // requests by path
+	got := map[string]int{}       // requests by path
+	keys := map[string][]string{} // Idempotency-Keys by path
 	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got[r.URL.Path]++
+		keys[r.URL.Path] = append(keys[r.URL.Path], r.Header.Get("Idempotency-Key"))
 		mu.Unlock()
 	}))
 	t.Cleanup(downstream.Close)
@@ -50,12 +53,19 @@ cluster: {enabled: true, claim_timeout: 10s}
 		t.Errorf("another request under key-2 at the other gateway: %d %s; want 422 idempotency_key_mismatch", a.status, a.raw)
 	}
 
-	waitFor(t, "both tasks delivered, outboxes and stream drained", func() (bool, string) {
+	// A task with its own idempotency_key, at both gateways.
+	own := fmt.Sprintf(`{"url":"%s/own","idempotency_key":"charge-77"}`, downstream.URL)
+	if a, b := gws[0].submit(t, "key-3", own), gws[1].submit(t, "key-3", own); a.status != 202 || b.status != 202 ||
+		a.body["id"] != b.body["id"] || a.body["idempotency_key"] != "charge-77" || b.body["idempotency_key"] != "charge-77" {
+		t.Errorf("a task with its own key at two gateways: %d %s, %d %s; want one task showing charge-77", a.status, a.raw, b.status, b.raw)
+	}
+
+	waitFor(t, "the tasks delivered, outboxes and stream drained", func() (bool, string) {
 		mu.Lock()
-		once, two := got["/once"], got["/two"]
+		once, two, own := got["/once"], got["/two"], got["/own"]
 		mu.Unlock()
-		if once == 0 || two == 0 {
-			return false, fmt.Sprintf("/once %d, /two %d", once, two)
+		if once == 0 || two == 0 || own == 0 {
+			return false, fmt.Sprintf("/once %d, /two %d, /own %d", once, two, own)
 		}
 		for i, g := range gws {
 			if _, ok, err := g.Store().OutboxOldest(context.Background()); ok || err != nil {
@@ -74,8 +84,11 @@ cluster: {enabled: true, claim_timeout: 10s}
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if got["/once"] != 1 || got["/two"] != 1 {
-		t.Fatalf("deliveries: /once %d, /two %d; want 1 each", got["/once"], got["/two"])
+	if got["/once"] != 1 || got["/two"] != 1 || got["/own"] != 1 {
+		t.Fatalf("deliveries: /once %d, /two %d, /own %d; want 1 each", got["/once"], got["/two"], got["/own"])
+	}
+	if k := keys["/own"]; k[0] != "charge-77" {
+		t.Fatalf("the task with its own key was sent with Idempotency-Key %q, want charge-77", k)
 	}
 }
 

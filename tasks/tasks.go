@@ -152,6 +152,9 @@ type request struct {
 	Body        json.RawMessage   `json:"body"`
 	BodyBase64  *string           `json:"body_base64"`
 	ContentType string            `json:"content_type"`
+	// IdempotencyKey, if set, is sent downstream in place of the derived
+	// key.
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
 // Task is a task as the API shows it.
@@ -220,17 +223,20 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return c.Status(ans.Status).Send(ans.Response)
 	}
 
-	// The key is ours: vet the destination, then store the task.
+	// The key is ours: vet the destination, then store the task. A name
+	// that does not resolve now (DNS may fail for a moment) is queued: the
+	// dial-time check resolves it again and refuses a forbidden address.
 	if err := h.policy.CheckURL(ctx, tr.URL); err != nil {
-		h.release(scope, key)
 		switch {
 		case errors.Is(err, egress.ErrNotAllowed):
+			h.release(scope, key)
 			h.log.Warn("task refused: destination not allowed", "err", err)
 			return h.fail("refused", http.StatusUnprocessableEntity, "destination_not_allowed", err.Error())
 		case errors.Is(err, egress.ErrBadURL):
+			h.release(scope, key)
 			return h.fail("invalid", http.StatusUnprocessableEntity, "invalid_url", err.Error())
 		}
-		return h.fail("refused", http.StatusUnprocessableEntity, "destination_unresolvable", err.Error())
+		h.log.Info("task destination does not resolve yet; queued, checked when dialled", "host", hostOf(tr.URL), "err", err)
 	}
 	id := newID()
 	cctx := ctx // the cluster's requests: within ClusterTimeout in all
@@ -245,7 +251,7 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	}
 	now := time.Now()
 	task := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: now.UTC()}
-	task.IdempotencyKey = outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, task.ID)
+	task.IdempotencyKey = sentKey(tr, task.ID)
 	body, _ := json.Marshal(tr) // the bytes fingerprint hashes
 	resp, _ := json.Marshal(task)
 	ev := &store.Event{ID: task.ID, Type: "task", ContentType: fiber.MIMEApplicationJSON, Body: body, ReceivedAt: now}
@@ -296,7 +302,7 @@ func (h *Handler) sameTask(ctx, cctx context.Context, c *fiber.Ctx, scope, key, 
 			return true, fmt.Errorf("task %s: stored request: %w", id, err)
 		}
 		task := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
-			IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
+			IdempotencyKey: sentKey(&tr, id)}
 		h.answers.WithLabelValues("replayed").Inc()
 		c.Set("Idempotent-Replayed", "true")
 		return true, c.Status(http.StatusAccepted).JSON(task)
@@ -372,7 +378,7 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		return fmt.Errorf("task %s: stored request: %w", id, err)
 	}
 	t := Task{ID: id, State: "queued", URL: tr.URL, Method: tr.Method, CreatedAt: ev.ReceivedAt.UTC(),
-		IdempotencyKey: outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)}
+		IdempotencyKey: sentKey(&tr, id)}
 	d, err := h.store.Delivery(ctx, outbound.TaskRoute, store.TaskSource, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -391,6 +397,15 @@ func (h *Handler) get(c *fiber.Ctx) error {
 		}
 	}
 	return c.JSON(t)
+}
+
+// sentKey is the Idempotency-Key task id's requests carry: the task's
+// own, else the derived one.
+func sentKey(tr *store.TaskRequest, id string) string {
+	if tr.IdempotencyKey != "" {
+		return tr.IdempotencyKey
+	}
+	return outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)
 }
 
 func newID() string {
@@ -462,6 +477,14 @@ func parse(body []byte) (*store.TaskRequest, *httperror.Error) {
 	}
 	if !httpguts.ValidHeaderFieldValue(tr.ContentType) {
 		return nil, invalid("invalid_task", "content_type has control characters")
+	}
+	if r.IdempotencyKey != nil {
+		k := *r.IdempotencyKey
+		if k == "" || len(k) > MaxKeyLen || !printable(k) || k[0] == ' ' || k[len(k)-1] == ' ' {
+			return nil, invalid("invalid_idempotency_key",
+				"idempotency_key must be 1 to %d printable ASCII characters, without a space at either end", MaxKeyLen)
+		}
+		tr.IdempotencyKey = k
 	}
 	return tr, nil
 }

@@ -38,7 +38,8 @@ const (
 )
 
 // resolver answers from a table; a name's answers are used in turn (the
-// last one repeats), and a name listed in block waits for release.
+// last one repeats; "" is not found), and a name listed in block waits for
+// release.
 type resolver struct {
 	mu      sync.Mutex
 	answers map[string][]string
@@ -60,7 +61,7 @@ func (r *resolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Add
 			return nil, ctx.Err()
 		}
 	}
-	if len(as) == 0 {
+	if len(as) == 0 || as[min(n, len(as)-1)] == "" { // "": not found this time
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return []netip.Addr{netip.MustParseAddr(as[min(n, len(as)-1)])}, nil
@@ -192,7 +193,9 @@ func TestAnswers(t *testing.T) {
 		{"private by name", token, "k1", `{"url":"http://private.test/"}`, 422, "destination_not_allowed"},
 		{"metadata", token, "k1", `{"url":"http://169.254.169.254/latest/meta-data/"}`, 422, "destination_not_allowed"},
 		{"mapped loopback", token, "k1", `{"url":"http://[::ffff:127.0.0.3]/"}`, 422, "destination_not_allowed"},
-		{"unresolvable", token, "k1", `{"url":"http://nowhere.test/"}`, 422, "destination_unresolvable"},
+		{"localhost name", token, "k1", `{"url":"http://api.localhost/"}`, 422, "destination_not_allowed"},
+		{"numeric loopback name", token, "k1", `{"url":"http://2130706434/"}`, 422, "destination_not_allowed"},
+		{"numeric name", token, "k1", `{"url":"http://0x5db8d822/"}`, 422, "invalid_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -454,5 +457,191 @@ func TestGetUnreadableStoredTask(t *testing.T) {
 	h.restart(t)
 	if a := h.do(t, http.MethodGet, "/v1/tasks/task_unreadable", operatorToken, "", ""); a.status != http.StatusInternalServerError || a.code() != "internal" {
 		t.Fatalf("GET: %d %s", a.status, a.raw)
+	}
+}
+
+// A name that does not resolve at submission (a passing DNS failure) is
+// queued, not refused: the dial-time check resolves it again. An attempt
+// that cannot resolve it fails and is retried; a name that then resolves
+// to a forbidden address is refused when dialled.
+func TestUnresolvableAtSubmitQueued(t *testing.T) {
+	var hits atomic.Int32
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer ds.Close()
+	port := ds.Listener.Addr().(*net.TCPAddr).Port
+	h := start(t, "")
+	h.res.mu.Lock()
+	h.res.answers["late.test"] = []string{"", "", "127.0.0.1"} // submission, first dial, then found
+	h.res.answers["late-private.test"] = []string{"", "10.1.2.3"}
+	h.res.answers["late-loopback.test"] = []string{"", "127.0.0.2"}
+	h.res.mu.Unlock()
+
+	a := h.submit(t, "late-1", fmt.Sprintf(`{"url":"http://late.test:%d/late"}`, port))
+	if a.status != 202 {
+		t.Fatalf("submit with an unresolvable name: %d %s, want 202", a.status, a.raw)
+	}
+	id := fmt.Sprint(a.body["id"])
+	var task answer
+	waitFor(t, "the task delivered once its name resolves", func() (bool, string) {
+		task = h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		return task.body["state"] == "succeeded", task.raw
+	})
+	list, _ := task.body["attempt_list"].([]any)
+	if len(list) != 2 || hits.Load() != 1 {
+		t.Fatalf("%d attempts, %d requests downstream, want 2 attempts (the first unresolved) and 1 request: %s", len(list), hits.Load(), task.raw)
+	}
+	if first, _ := list[0].(map[string]any); !strings.Contains(fmt.Sprint(first["error"]), "resolving late.test") {
+		t.Fatalf("first attempt: %v, want a resolution failure", first)
+	}
+
+	for _, host := range []string{"late-private.test", "late-loopback.test"} {
+		a := h.submit(t, "late-"+host, fmt.Sprintf(`{"url":"http://%s:%d/forbidden"}`, host, port))
+		if a.status != 202 {
+			t.Fatalf("submit %s: %d %s, want 202", host, a.status, a.raw)
+		}
+		id := fmt.Sprint(a.body["id"])
+		waitFor(t, host+" refused at dial", func() (bool, string) {
+			r := h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+			return strings.Contains(r.raw, "destination not allowed"), r.raw
+		})
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the downstream was reached %d times, want once (forbidden addresses are never dialled)", n)
+	}
+}
+
+// A task's "idempotency_key" is the Idempotency-Key the downstream gets,
+// on every attempt and round, in place of the derived hg_ one; the
+// signature's webhook-id and the delivery's record keep the derived key.
+// It is part of the request: another key under one Idempotency-Key is a
+// mismatch.
+func TestTaskOwnIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	var bodies [][]byte
+	var fail atomic.Int32
+	fail.Store(3) // the first round (2 attempts) and the second's first attempt fail
+	var gone atomic.Bool
+	gone.Store(true)
+	var goneKeys []string
+	ds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/gone" {
+			goneKeys = append(goneKeys, r.Header.Get("Idempotency-Key"))
+			if gone.Load() {
+				w.WriteHeader(410)
+			}
+			return
+		}
+		got = append(got, r.Header.Clone())
+		bodies = append(bodies, b)
+		if fail.Add(-1) >= 0 {
+			w.WriteHeader(503)
+		}
+	}))
+	defer ds.Close()
+	h := start(t, "")
+	const own = "order-1234 charge:v2/Zz~!"
+	body := fmt.Sprintf(`{"url":"%s/charge","body":{"amount":5},"idempotency_key":%q}`, ds.URL, own)
+	a := h.submit(t, "call-1", body)
+	if a.status != 202 || a.body["idempotency_key"] != own {
+		t.Fatalf("submit: %d %s, want 202 showing idempotency_key %q", a.status, a.raw, own)
+	}
+	id := fmt.Sprint(a.body["id"])
+	derived := outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, id)
+	var task answer
+	waitFor(t, "the task delivered", func() (bool, string) {
+		task = h.do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+		return task.body["state"] == "succeeded", task.raw
+	})
+	if task.body["idempotency_key"] != own {
+		t.Errorf("GET task: idempotency_key %v, want %q", task.body["idempotency_key"], own)
+	}
+	mu.Lock()
+	hs, bs := append([]http.Header(nil), got...), append([][]byte(nil), bodies...)
+	mu.Unlock()
+	if len(hs) != 4 {
+		t.Fatalf("downstream saw %d requests, want 4", len(hs))
+	}
+	wh, _ := standardwebhooks.NewWebhook(taskSecret)
+	for i, hd := range hs {
+		if k := hd.Values("Idempotency-Key"); len(k) != 1 || k[0] != own {
+			t.Errorf("request %d: Idempotency-Key %q, want %q", i, k, own)
+		}
+		if hd.Get("webhook-id") != derived {
+			t.Errorf("request %d: webhook-id %q, want the derived %q", i, hd.Get("webhook-id"), derived)
+		}
+		if err := wh.Verify(bs[i], hd); err != nil {
+			t.Errorf("request %d signature: %v", i, err)
+		}
+	}
+	d := h.do(t, http.MethodGet, fmt.Sprintf("/v1/deliveries/%v", task.body["delivery_id"]), token, "", "")
+	if d.status != 200 || d.body["idempotency_key"] != derived {
+		t.Errorf("the delivery: %d %s, want its derived key %q", d.status, d.raw, derived)
+	}
+
+	// The key is part of the request.
+	if m := h.submit(t, "call-1", strings.Replace(body, "v2", "v3", 1)); m.status != 422 || m.code() != "idempotency_key_mismatch" {
+		t.Errorf("another idempotency_key under the same call key: %d %s, want 422 idempotency_key_mismatch", m.status, m.raw)
+	}
+	if r := h.submit(t, "call-1", body); r.status != 202 || !r.replayed || r.raw != a.raw {
+		t.Errorf("the same call again: %d %s, want the replay", r.status, r.raw)
+	}
+	// An operator's retry of a dead task sends its own key again.
+	g := h.submit(t, "call-gone", fmt.Sprintf(`{"url":"%s/gone","idempotency_key":"gone-1"}`, ds.URL))
+	gid := fmt.Sprint(g.body["id"])
+	var dead answer
+	waitFor(t, "the task dead", func() (bool, string) {
+		dead = h.do(t, http.MethodGet, "/v1/tasks/"+gid, token, "", "")
+		return dead.body["state"] == "dead", dead.raw
+	})
+	gone.Store(false)
+	if r := h.do(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%v/retry", dead.body["delivery_id"]), operatorToken, "", ""); r.status != 202 {
+		t.Fatalf("retry: %d %s", r.status, r.raw)
+	}
+	waitFor(t, "the retried task succeeded", func() (bool, string) {
+		r := h.do(t, http.MethodGet, "/v1/tasks/"+gid, token, "", "")
+		return r.body["state"] == "succeeded", r.raw
+	})
+	mu.Lock()
+	if len(goneKeys) != 2 || goneKeys[0] != "gone-1" || goneKeys[1] != "gone-1" {
+		t.Errorf("the dead task and its retry were sent with keys %q, want gone-1 twice", goneKeys)
+	}
+	mu.Unlock()
+
+	// Without one, the derived key is sent and shown.
+	if a := h.submit(t, "call-2", fmt.Sprintf(`{"url":"%s/x"}`, ds.URL)); a.status != 202 ||
+		a.body["idempotency_key"] != outbound.IdempotencyKey(outbound.TaskRoute, store.TaskSource, fmt.Sprint(a.body["id"])) {
+		t.Errorf("without idempotency_key: %d %s, want the derived key", a.status, a.raw)
+	}
+}
+
+// A task's "idempotency_key" is bounded: 1 to 255 printable ASCII
+// characters, no space at either end.
+func TestTaskOwnIdempotencyKeyRefused(t *testing.T) {
+	h := start(t, "")
+	for _, tc := range []struct{ name, key, code string }{
+		{"empty", `""`, "invalid_idempotency_key"},
+		{"too long", `"` + strings.Repeat("k", 256) + `"`, "invalid_idempotency_key"},
+		{"newline", `"a\nb"`, "invalid_idempotency_key"},
+		{"control", `"a\u0000b"`, "invalid_idempotency_key"},
+		{"del", `"a\u007fb"`, "invalid_idempotency_key"},
+		{"non-ascii", `"clé"`, "invalid_idempotency_key"},
+		{"leading space", `" a"`, "invalid_idempotency_key"},
+		{"trailing space", `"a "`, "invalid_idempotency_key"},
+		{"tab", `"a\tb"`, "invalid_idempotency_key"},
+		{"number", `12`, "invalid_task"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := h.submit(t, "refused-"+tc.name, `{"url":"http://public.test/x","idempotency_key":`+tc.key+`}`)
+			if a.status != 422 || a.code() != tc.code {
+				t.Fatalf("got %d %s, want 422 %s", a.status, a.raw, tc.code)
+			}
+		})
+	}
+	if a := h.submit(t, "longest", `{"url":"http://public.test/x","idempotency_key":"`+strings.Repeat("k", 255)+`"}`); a.status != 202 {
+		t.Fatalf("a 255-character key: %d %s, want 202", a.status, a.raw)
 	}
 }
