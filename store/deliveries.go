@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,10 @@ const (
 
 // Delivery is one (route, event) pair and where its delivery stands.
 type Delivery struct {
-	ID             int64     `json:"id"`
+	// UID is the delivery's ID in the API, the same on every gateway
+	// (DeliveryUID); ID is this store's row, which attempts refer to.
+	UID            string    `json:"id"`
+	ID             int64     `json:"-"`
 	EventSeq       int64     `json:"event_seq"` // the event's intake sequence
 	Route          string    `json:"route"`
 	Source         string    `json:"source"`
@@ -58,14 +62,14 @@ var errNoEventSeq = errors.New("delivery without an event sequence")
 // Terminal reports whether no further round will run on its own.
 func (d *Delivery) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
-const deliveryColumns = `id, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
+const deliveryColumns = `id, uid, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
 	rounds, last_status, last_error, next_attempt_at, created_at, updated_at`
 
 func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
 	var d Delivery
 	var next sql.NullInt64
 	var created, updated int64
-	err := row.Scan(&d.ID, &d.EventSeq, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
+	err := row.Scan(&d.ID, &d.UID, &d.EventSeq, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
 		&d.Attempts, &d.Rounds, &d.LastStatus, &d.LastError, &next, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -94,9 +98,14 @@ func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*D
 		source, eventID, route)
 }
 
-// DeliveryByID returns one delivery, or ErrNotFound.
+// DeliveryByID returns the delivery stored in row id, or ErrNotFound.
 func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 	return s.queryDelivery(ctx, `id = ?`, id)
+}
+
+// DeliveryByUID returns the delivery whose API ID is uid, or ErrNotFound.
+func (s *Store) DeliveryByUID(ctx context.Context, uid string) (*Delivery, error) {
+	return s.queryDelivery(ctx, `uid = ?`, uid)
 }
 
 // RecordRound stores the outcome of one delivery round in one transaction:
@@ -104,7 +113,7 @@ func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 // (d.Attempts is the number of attempts
 // made in this round; they are added) and appends the attempts. A delivery
 // that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
-// stored values.
+// stored values, and d.UID.
 func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
 	if d.EventSeq <= 0 {
 		return fmt.Errorf("record delivery round: %w", errNoEventSeq)
@@ -134,16 +143,16 @@ func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 	// rounds find the row there and take the upsert.
 	p.insert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, uid)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_seq, route) DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("delivery insert: %w", err)
 	}
 	p.upsert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, uid)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_seq, route) DO UPDATE SET
 			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
 			attempts = deliveries.attempts + excluded.attempts,
@@ -181,8 +190,9 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
+	d.UID = DeliveryUID(d.Route, d.Source, d.EventID)
 	args := []any{d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
-		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now}
+		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now, d.UID}
 	id, ok, err := inserted(rs.insert.Exec(args...))
 	if err != nil {
 		return fmt.Errorf("insert delivery: %w", err)
@@ -264,11 +274,14 @@ func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (b
 type DeliveryFilter struct {
 	Route, State, Source string
 	EventID              string
-	AfterID              int64 // cursor: only deliveries with a larger ID
+	After                *DeliveryCursor // only deliveries after this position
 	Limit                int
 }
 
-// ListDeliveries returns deliveries matching f in ID order.
+// ListDeliveries returns deliveries matching f in (created_at, uid) order,
+// the same on every gateway. It walks an index on created_at (with state,
+// deliveries_state), sorting only deliveries created in the same
+// millisecond.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
 	var where []string
 	var args []any
@@ -276,7 +289,15 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 		where = append(where, cond)
 		args = append(args, v)
 	}
-	add("id > ?", f.AfterID)
+	// A range on created_at, always: the planner walks an index in list
+	// order (LIMIT is a parameter it does not know) rather than sort all.
+	if f.After != nil {
+		add("created_at >= ?", f.After.CreatedAt)
+		where = append(where, "(created_at > ? OR uid > ?)")
+		args = append(args, f.After.CreatedAt, f.After.UID)
+	} else {
+		add("created_at >= ?", math.MinInt64)
+	}
 	if f.Route != "" {
 		add("route = ?", f.Route)
 	}
@@ -298,7 +319,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	args = append(args, f.Limit)
 	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+		strings.Join(where, " AND ")+` ORDER BY created_at, uid LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
 	}
@@ -425,7 +446,7 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 
 const pendingDeliveriesQuery = `
 	SELECT event_seq, route, source, event_type FROM deliveries
-	WHERE state = 'pending' AND event_seq > 0 ORDER BY id`
+	WHERE state = 'pending' AND event_seq > 0 ORDER BY created_at, id`
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
 // event's intake sequence, route, source and type.
