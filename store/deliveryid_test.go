@@ -109,8 +109,9 @@ func TestDeliveryUIDSetOnInsert(t *testing.T) {
 }
 
 // Migration 0011 gives every delivery of a store at schema 10 its uid
-// from its Idempotency-Key (which carries the same digits), a row with a
-// key of another form a uid of its rowid, and a unique index.
+// from its Idempotency-Key (which carries the same digits), and a unique
+// index; a row with a key of another form, or whose event was gone (0007
+// kept it under -id) beside its event's later copy's, a uid of its rowid.
 func TestMigrateDeliveryUIDs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite3", dsn(path, false))
@@ -130,8 +131,9 @@ func TestMigrateDeliveryUIDs(t *testing.T) {
 			(1, 'stripe', 'evt_1', 't', x'', 1), (2, 'stripe', 'evt_2', 't', x'', 2)`, nil},
 		{`INSERT INTO deliveries (id, event_seq, route, source, event_id, idempotency_key, state, created_at, updated_at)
 			VALUES (4, 1, 'billing', 'stripe', 'evt_1', ?, 'dead', 10, 20), (5, 1, 'audit', 'stripe', 'evt_1', ?, 'succeeded', 11, 21),
-			(6, 2, 'billing', 'stripe', 'evt_2', ?, 'retrying', 12, 22), (7, 2, 'audit', 'stripe', 'evt_2', 'hg_XYZ', 'pending', 13, 23)`,
-			[]any{key("billing", "evt_1"), key("audit", "evt_1"), key("billing", "evt_2")}},
+			(6, 2, 'billing', 'stripe', 'evt_2', ?, 'retrying', 12, 22), (7, 2, 'audit', 'stripe', 'evt_2', 'hg_XYZ', 'pending', 13, 23),
+			(8, -8, 'billing', 'stripe', 'evt_2', ?, 'dead', 1, 2)`,
+			[]any{key("billing", "evt_1"), key("audit", "evt_1"), key("billing", "evt_2"), key("billing", "evt_2")}},
 	} {
 		if _, err := db.Exec(q.q, q.args...); err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ func TestMigrateDeliveryUIDs(t *testing.T) {
 	ctx := context.Background()
 	for id, want := range map[int64]string{
 		4: DeliveryUID("billing", "stripe", "evt_1"), 5: DeliveryUID("audit", "stripe", "evt_1"),
-		6: DeliveryUID("billing", "stripe", "evt_2"), 7: "dl_row7",
+		6: DeliveryUID("billing", "stripe", "evt_2"), 7: "dl_row7", 8: "dl_row8",
 	} {
 		d, err := s.DeliveryByID(ctx, id)
 		if err != nil || d.UID != want {

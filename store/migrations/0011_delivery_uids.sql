@@ -3,15 +3,21 @@
 -- gateway of a cluster. The rowid stays the key attempts refer to.
 --
 -- Existing rows carry the default Idempotency-Key, "hg_" and the same 32
--- hex digits: the uid is taken from it. A row with another key (none is
--- expected) gets a uid of its rowid instead, unique but not cluster-wide.
+-- hex digits: the uid is taken from it. Where rows share a key (a delivery
+-- whose event was gone at 0007, beside its event's later copy's) the
+-- newest of an existing event takes it; the others, and a row with a key
+-- of another form (none is expected), get "dl_row" and their rowid:
+-- unique, not cluster-wide.
 ALTER TABLE deliveries ADD COLUMN uid TEXT NOT NULL DEFAULT '';
 UPDATE deliveries SET uid = CASE
-    WHEN length(idempotency_key) = 35 AND idempotency_key GLOB 'hg_[0-9a-f]*'
+    WHEN r.n = 1 AND length(idempotency_key) = 35 AND idempotency_key GLOB 'hg_*'
         AND substr(idempotency_key, 4) NOT GLOB '*[^0-9a-f]*'
     THEN 'dl_' || substr(idempotency_key, 4)
-    ELSE 'dl_row' || id
-END;
+    ELSE 'dl_row' || deliveries.id
+END
+FROM (SELECT id, row_number() OVER (PARTITION BY idempotency_key ORDER BY event_seq > 0 DESC, id DESC) AS n
+      FROM deliveries) AS r
+WHERE r.id = deliveries.id;
 CREATE UNIQUE INDEX deliveries_uid ON deliveries (uid);
 
 -- The list order, (created_at, uid), the same on every gateway: walked
