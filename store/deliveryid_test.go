@@ -396,3 +396,19 @@ func FuzzParseCursors(f *testing.F) {
 		}
 	})
 }
+
+// The events' list walks the receipt-time index from the cursor's time,
+// sorting only the events of one millisecond by source and event ID.
+func TestListEventsQueryPlan(t *testing.T) {
+	s := openTest(t, "")
+	for _, q := range []string{
+		`SELECT e.seq FROM events e INDEXED BY events_received WHERE received_at >= ? AND (received_at > ? OR
+			(source, event_id) > (?, ?)) AND +source = ? ORDER BY received_at, source, event_id LIMIT ?`,
+		`SELECT e.seq FROM events e INDEXED BY events_received ORDER BY received_at, source, event_id LIMIT ?`,
+	} {
+		plan := queryPlan(t, s, q)
+		if !strings.Contains(plan, "USING INDEX events_received") || !strings.Contains(plan, "TEMP B-TREE FOR LAST 2 TERMS OF ORDER BY") {
+			t.Errorf("plan %q: want a walk of events_received sorting the last 2 terms only", plan)
+		}
+	}
+}
