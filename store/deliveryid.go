@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // UIDPrefix begins every delivery's API ID (see DeliveryUID).
@@ -94,7 +95,8 @@ func ParseDeliveryCursor(s string) (DeliveryCursor, error) {
 		return DeliveryCursor{}, err
 	}
 	at, rest, ok := cursorInt(b)
-	if !ok || !ValidUID(string(rest)) {
+	// A uid of the derived form, or a rowid's (migration 0011).
+	if !ok || len(rest) > 64 || !strings.HasPrefix(string(rest), UIDPrefix) {
 		return DeliveryCursor{}, ErrBadCursor
 	}
 	return DeliveryCursor{CreatedAt: at, UID: string(rest)}, nil

@@ -341,7 +341,7 @@ func TestListEventsPagingAcrossStores(t *testing.T) {
 // Cursors round-trip; a cursor of the earlier form (a row number; for
 // events, time-seq) is ErrOldCursor, anything else ErrBadCursor.
 func TestCursors(t *testing.T) {
-	for _, c := range []DeliveryCursor{{0, DeliveryUID("", "", "")}, {1764130000123, DeliveryUID("r", "s", "e")}} {
+	for _, c := range []DeliveryCursor{{0, DeliveryUID("", "", "")}, {1764130000123, DeliveryUID("r", "s", "e")}, {5, "dl_row7"}} {
 		got, err := ParseDeliveryCursor(c.String())
 		if err != nil || got != c {
 			t.Errorf("delivery cursor %v: %v, %v", c, got, err)
