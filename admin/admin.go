@@ -328,13 +328,13 @@ func (h *Handler) delivery(c *fiber.Ctx) (*store.Delivery, error) {
 	var d *store.Delivery
 	var err error
 	switch {
-	case strings.HasPrefix(ref, store.UIDPrefix) && len(ref) <= 64:
+	case strings.HasPrefix(ref, store.UIDPrefix):
 		d, err = h.store.DeliveryByUID(c.UserContext(), ref)
 	case digits(ref):
 		if h.cluster {
 			return nil, httperror.New(http.StatusBadRequest, "invalid_parameter",
 				"id "+ref+" is a number: in cluster mode a delivery is named by its id as the API shows it, "+
-					store.UIDPrefix+" and 32 hex digits (a number names a row of one gateway)")
+					store.UIDPrefix+"… (a number names a row of one gateway)")
 		}
 		id, perr := strconv.ParseInt(ref, 10, 64)
 		if perr != nil || id <= 0 {

@@ -23,7 +23,8 @@ const (
 // Delivery is one (route, event) pair and where its delivery stands.
 type Delivery struct {
 	// UID is the delivery's ID in the API, the same on every gateway
-	// (DeliveryUID); ID is this store's row, which attempts refer to.
+	// (DeliveryUID), computed when the row is read: it is not stored. ID is
+	// this store's row, which attempts refer to.
 	UID            string    `json:"id"`
 	ID             int64     `json:"-"`
 	EventSeq       int64     `json:"event_seq"` // the event's intake sequence
@@ -62,14 +63,14 @@ var errNoEventSeq = errors.New("delivery without an event sequence")
 // Terminal reports whether no further round will run on its own.
 func (d *Delivery) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
 
-const deliveryColumns = `id, uid, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
+const deliveryColumns = `id, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
 	rounds, last_status, last_error, next_attempt_at, created_at, updated_at`
 
 func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
 	var d Delivery
 	var next sql.NullInt64
 	var created, updated int64
-	err := row.Scan(&d.ID, &d.UID, &d.EventSeq, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
+	err := row.Scan(&d.ID, &d.EventSeq, &d.Route, &d.Source, &d.EventID, &d.EventType, &d.IdempotencyKey, &d.State,
 		&d.Attempts, &d.Rounds, &d.LastStatus, &d.LastError, &next, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -78,6 +79,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
 		d.NextAttemptAt = time.UnixMilli(next.Int64)
 	}
 	d.CreatedAt, d.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	d.UID = DeliveryUID(d.Route, d.Source, d.EventID)
 	return &d, nil
 }
 
@@ -103,9 +105,16 @@ func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 	return s.queryDelivery(ctx, `id = ?`, id)
 }
 
-// DeliveryByUID returns the delivery whose API ID is uid, or ErrNotFound.
+// DeliveryByUID returns the delivery whose API ID is uid, or ErrNotFound
+// (also for a uid that is no delivery ID). It is found by its event and
+// route: a replicated delivery whose event row is not here yet (kept under
+// a negative event_seq) is not found until the event arrives.
 func (s *Store) DeliveryByUID(ctx context.Context, uid string) (*Delivery, error) {
-	return s.queryDelivery(ctx, `uid = ?`, uid)
+	route, source, eventID, ok := ParseDeliveryID(uid)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return s.Delivery(ctx, route, source, eventID)
 }
 
 // RecordRound stores the outcome of one delivery round in one transaction:
@@ -113,7 +122,7 @@ func (s *Store) DeliveryByUID(ctx context.Context, uid string) (*Delivery, error
 // (d.Attempts is the number of attempts
 // made in this round; they are added) and appends the attempts. A delivery
 // that already succeeded stays succeeded. It sets d.ID and d.Attempts to the
-// stored values, and d.UID.
+// stored values.
 func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt) error {
 	if d.EventSeq <= 0 {
 		return fmt.Errorf("record delivery round: %w", errNoEventSeq)
@@ -143,16 +152,16 @@ func (p *deliveryStmts) prepare(ctx context.Context, w *sql.DB) error {
 	// rounds find the row there and take the upsert.
 	p.insert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, uid)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_seq, route) DO NOTHING`)
 	if err != nil {
 		return fmt.Errorf("delivery insert: %w", err)
 	}
 	p.upsert, err = w.PrepareContext(ctx, `
 		INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, uid)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_seq, route) DO UPDATE SET
 			state = CASE WHEN deliveries.state = 'succeeded' THEN 'succeeded' ELSE excluded.state END,
 			attempts = deliveries.attempts + excluded.attempts,
@@ -190,9 +199,8 @@ func (rs roundStmts) record(d *Delivery, attempts []Attempt, now int64) error {
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	d.UID = DeliveryUID(d.Route, d.Source, d.EventID)
 	args := []any{d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State,
-		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now, d.UID}
+		len(attempts), d.Rounds, d.LastStatus, d.LastError, next, now, now}
 	id, ok, err := inserted(rs.insert.Exec(args...))
 	if err != nil {
 		return fmt.Errorf("insert delivery: %w", err)
@@ -278,8 +286,8 @@ type DeliveryFilter struct {
 	Limit                int
 }
 
-// ListDeliveries returns deliveries matching f in (created_at, uid) order,
-// the same on every gateway. It walks an index on created_at (with state,
+// ListDeliveries returns deliveries matching f in (created_at, source,
+// event_id, route) order, the same on every gateway. It walks an index on created_at (with state,
 // deliveries_state), sorting only deliveries created in the same
 // millisecond.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
@@ -293,8 +301,8 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	// order (LIMIT is a parameter it does not know) rather than sort all.
 	if f.After != nil {
 		add("created_at >= ?", f.After.CreatedAt)
-		where = append(where, "(created_at > ? OR uid > ?)")
-		args = append(args, f.After.CreatedAt, f.After.UID)
+		where = append(where, "(created_at > ? OR (source, event_id, route) > (?, ?, ?))")
+		args = append(args, f.After.CreatedAt, f.After.Source, f.After.EventID, f.After.Route)
 	} else {
 		add("created_at >= ?", math.MinInt64)
 	}
@@ -319,7 +327,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	args = append(args, f.Limit)
 	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY created_at, uid LIMIT ?`, args...)
+		strings.Join(where, " AND ")+` ORDER BY created_at, source, event_id, route LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
 	}

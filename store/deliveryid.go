@@ -1,57 +1,89 @@
 package store
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 )
 
 // UIDPrefix begins every delivery's API ID (see DeliveryUID).
 const UIDPrefix = "dl_"
 
+// Bounds of the parts of a delivery ID: route and source names as the
+// configuration allows them (at most 64 bytes), an event ID as intake
+// takes it (at most 255 bytes, inbound.MaxEventIDLen).
+const (
+	maxIDName    = 64
+	maxIDEventID = 255
+)
+
 // DeliveryUID is the API ID of the delivery of an event (source, eventID)
-// to a route: "dl_" and 32 hex digits, derived from those three alone, so
-// every gateway of a cluster (and a single gateway) gives one delivery the
-// same ID. The store sets it on every delivery it inserts.
+// to a route, the same on every gateway of a cluster (and on a single
+// gateway). It is reversible, not stored: "dl_" and the base64url
+// (unpadded) of
+//
+//	len(route) route len(source) source eventID
+//
+// where each len is a uvarint (one byte: names are at most 64 bytes).
+// ParseDeliveryID takes it back; parts longer than the configuration and
+// intake allow give an ID it refuses (never another delivery's).
 func DeliveryUID(route, source, eventID string) string {
-	return DerivedID(UIDPrefix, route, source, eventID)
+	var buf [2 + 2*maxIDName + maxIDEventID]byte
+	b := appendIDParts(buf[:0], route, source, eventID)
+	out := make([]byte, len(UIDPrefix)+base64.RawURLEncoding.EncodedLen(len(b)))
+	copy(out, UIDPrefix)
+	base64.RawURLEncoding.Encode(out[len(UIDPrefix):], b)
+	return string(out)
 }
 
-// ValidUID reports whether s has the form of a DeliveryUID.
-func ValidUID(s string) bool {
-	if len(s) != len(UIDPrefix)+32 || s[:len(UIDPrefix)] != UIDPrefix {
-		return false
+// appendIDParts appends the parts of a delivery ID, length-prefixed.
+func appendIDParts(b []byte, route, source, eventID string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(route)))
+	b = append(b, route...)
+	b = binary.AppendUvarint(b, uint64(len(source)))
+	b = append(b, source...)
+	return append(b, eventID...)
+}
+
+// ParseDeliveryID returns the route, source and event ID a DeliveryUID was
+// made of. ok is false for anything else: another prefix, base64 that is
+// not the canonical encoding, a route or source that is empty or longer
+// than 64 bytes, an event ID empty or longer than 255 bytes.
+func ParseDeliveryID(s string) (route, source, eventID string, ok bool) {
+	rest, found := strings.CutPrefix(s, UIDPrefix)
+	if !found || len(rest) > base64.RawURLEncoding.EncodedLen(2+2*maxIDName+maxIDEventID) {
+		return "", "", "", false
 	}
-	for i := len(UIDPrefix); i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+	var buf [2 + 2*maxIDName + maxIDEventID]byte
+	b := buf[:base64.RawURLEncoding.DecodedLen(len(rest))]
+	// Strict: no stray bits; the length check: no ignored newlines. One
+	// delivery has one ID.
+	n, err := base64.RawURLEncoding.Strict().Decode(b, []byte(rest))
+	if err != nil || base64.RawURLEncoding.EncodedLen(n) != len(rest) {
+		return "", "", "", false
+	}
+	return idParts(b[:n])
+}
+
+// idParts splits the bytes of a delivery ID (appendIDParts).
+func idParts(b []byte) (route, source, eventID string, ok bool) {
+	var parts [2]string
+	for i := range parts {
+		if len(b) == 0 {
+			return "", "", "", false
 		}
+		n := int(b[0]) // a one-byte uvarint: a longer one is over the bound
+		if n == 0 || n > maxIDName || n > len(b)-1 {
+			return "", "", "", false
+		}
+		parts[i], b = string(b[1:1+n]), b[1+n:]
 	}
-	return true
-}
-
-// DerivedID is prefix (at most 8 bytes) and the first 16 bytes, in hex, of
-// the SHA-256 of "len:part" for route, source and eventID: the material of
-// both a delivery's API ID and its default Idempotency-Key. Built in stack
-// buffers: it runs once per delivery round.
-func DerivedID(prefix, route, source, eventID string) string {
-	var buf [256]byte
-	b := buf[:0]
-	for _, part := range [3]string{route, source, eventID} {
-		b = strconv.AppendInt(b, int64(len(part)), 10)
-		b = append(b, ':')
-		b = append(b, part...)
+	if len(b) == 0 || len(b) > maxIDEventID {
+		return "", "", "", false
 	}
-	sum := sha256.Sum256(b)
-	var out [8 + 32]byte
-	n := copy(out[:8], prefix)
-	hex.Encode(out[n:], sum[:16])
-	return string(out[:n+32])
+	return parts[0], parts[1], string(b), true
 }
 
 // Cursors are opaque to clients: base64url (unpadded) of a kind byte and
@@ -73,18 +105,19 @@ var (
 )
 
 // DeliveryCursor is a position in the deliveries' list order,
-// (CreatedAt, UID), which is the same on every gateway.
+// (CreatedAt, Source, EventID, Route), which is the same on every gateway.
 type DeliveryCursor struct {
-	CreatedAt int64 // unix ms
-	UID       string
+	CreatedAt              int64 // unix ms
+	Route, Source, EventID string
 }
 
-// String encodes the cursor for an API answer.
+// String encodes the cursor for an API answer: after the kind byte, the
+// time (uvarint) and the bytes of the delivery's ID (appendIDParts).
 func (c DeliveryCursor) String() string {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(c.UID))
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+2+2*maxIDName+maxIDEventID)
 	b = append(b, deliveryCursorKind)
 	b = binary.AppendUvarint(b, uint64(max(c.CreatedAt, 0)))
-	b = append(b, c.UID...)
+	b = appendIDParts(b, c.Route, c.Source, c.EventID)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -95,16 +128,19 @@ func ParseDeliveryCursor(s string) (DeliveryCursor, error) {
 		return DeliveryCursor{}, err
 	}
 	at, rest, ok := cursorInt(b)
-	// A uid of the derived form, or a rowid's (migration 0011).
-	if !ok || len(rest) > 64 || !strings.HasPrefix(string(rest), UIDPrefix) {
+	if !ok {
 		return DeliveryCursor{}, ErrBadCursor
 	}
-	return DeliveryCursor{CreatedAt: at, UID: string(rest)}, nil
+	route, source, eventID, ok := idParts(rest)
+	if !ok {
+		return DeliveryCursor{}, ErrBadCursor
+	}
+	return DeliveryCursor{CreatedAt: at, Route: route, Source: source, EventID: eventID}, nil
 }
 
 // Cursor is the delivery's position in list order.
 func (d *Delivery) Cursor() DeliveryCursor {
-	return DeliveryCursor{CreatedAt: d.CreatedAt.UnixMilli(), UID: d.UID}
+	return DeliveryCursor{CreatedAt: d.CreatedAt.UnixMilli(), Route: d.Route, Source: d.Source, EventID: d.EventID}
 }
 
 // EventListCursor is a position in the events' list order, (ReceivedAt,

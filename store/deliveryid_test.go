@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,41 +13,98 @@ import (
 	"time"
 )
 
-// The derivation is the Idempotency-Key's: the same hex digits as the keys
-// every stored delivery carries (values computed by the key's code).
-func TestDerivedID(t *testing.T) {
-	for _, c := range []struct{ route, source, id, key string }{
-		{"billing", "stripe", "evt_1", "hg_aaa8abe84c2fc2f338aef570a8c4268c"},
-		{"", "", "", "hg_63cab8e921e413242a44bf4e8fdc999d"},
+// A delivery's ID is reversible: ParseDeliveryID gives back the route,
+// source and event ID it was made of, within the bounds of configuration
+// (names of 1 to 64 bytes) and intake (event IDs of 1 to 255 bytes);
+// anything else is not a delivery ID.
+func TestDeliveryID(t *testing.T) {
+	// The documented form: "dl_" and base64url of the length-prefixed parts.
+	if got, want := DeliveryUID("billing", "stripe", "evt_1"), "dl_"+
+		base64.RawURLEncoding.EncodeToString([]byte("\x07billing\x06stripeevt_1")); got != want {
+		t.Fatalf("DeliveryUID = %s, want %s", got, want)
+	}
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, c := range [][3]string{
+		{"billing", "stripe", "evt_1"}, {"_tasks", "_task", "task_0123"}, {"a", "b", "c"},
+		{long(64), long(64), long(255)}, {"r", "s", "a\x00b/?#%\xff é"},
 	} {
-		if got := DerivedID("hg_", c.route, c.source, c.id); got != c.key {
-			t.Errorf("DerivedID(hg_, %q, %q, %q) = %s, want %s", c.route, c.source, c.id, got, c.key)
+		id := DeliveryUID(c[0], c[1], c[2])
+		r, s, e, ok := ParseDeliveryID(id)
+		if !ok || [3]string{r, s, e} != c {
+			t.Errorf("ParseDeliveryID(DeliveryUID(%q)) = %q, %q, %q, %v", c, r, s, e, ok)
 		}
-		uid := DeliveryUID(c.route, c.source, c.id)
-		if uid != "dl_"+c.key[3:] || !ValidUID(uid) {
-			t.Errorf("DeliveryUID(%q, %q, %q) = %s, want dl_%s", c.route, c.source, c.id, uid, c.key[3:])
+		if strings.ContainsAny(id, "/?#%+=") {
+			t.Errorf("DeliveryUID(%q) = %s: not a path segment as is", c, id)
 		}
 	}
 	// Parts are length-prefixed: moving a character between them changes
 	// the ID.
-	if DeliveryUID("ab", "c", "d") == DeliveryUID("a", "bc", "d") {
+	if DeliveryUID("ab", "c", "d") == DeliveryUID("a", "bc", "d") || DeliveryUID("a", "b", "cd") == DeliveryUID("a", "bc", "d") {
 		t.Fatal("parts run together")
 	}
-	for _, bad := range []string{"", "dl_", "1780", "hg_aaa8abe84c2fc2f338aef570a8c4268c", "dl_AAA8ABE84C2FC2F338AEF570A8C4268C",
-		"dl_aaa8abe84c2fc2f338aef570a8c4268", "dl_aaa8abe84c2fc2f338aef570a8c4268c0", "dl_row12"} {
-		if ValidUID(bad) {
-			t.Errorf("ValidUID(%q) = true", bad)
+	good := DeliveryUID("billing", "stripe", "evt_1")
+	for _, bad := range []string{
+		"", "dl_", "1780", "dl_row12", "hg_aaa8abe84c2fc2f338aef570a8c4268c", "dl_aaa8abe84c2fc2f338aef570a8c4268c",
+		"DL_" + good[3:], good + "=", good[:len(good)-1] + "\n" + good[len(good)-1:], good + "\n", "dl_" + good,
+		DeliveryUID("", "s", "e"), DeliveryUID("r", "", "e"), DeliveryUID("r", "s", ""),
+		DeliveryUID(long(65), "s", "e"), DeliveryUID("r", long(65), "e"), DeliveryUID("r", "s", long(256)),
+		DeliveryUID(long(200), "s", "e"), "dl_" + strings.Repeat("A", 10000),
+		"dl_" + base64.RawURLEncoding.EncodeToString([]byte("\x80\x01r\x01se")), // a non-canonical uvarint
+	} {
+		if r, s, e, ok := ParseDeliveryID(bad); ok {
+			t.Errorf("ParseDeliveryID(%q) = %q, %q, %q: want not a delivery ID", bad, r, s, e)
+		}
+	}
+	// Stray bits in the last character: a second spelling of one ID.
+	last := good[len(good)-1]
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
+		if c == last {
+			continue
+		}
+		if r, s, e, ok := ParseDeliveryID(good[:len(good)-1] + string(c)); ok && [3]string{r, s, e} == [3]string{"billing", "stripe", "evt_1"} {
+			t.Errorf("%q is a second ID of (billing, stripe, evt_1)", good[:len(good)-1]+string(c))
 		}
 	}
 }
 
-// Every insert of a delivery sets its uid, derived from (route, source,
-// event ID) alone: two stores (two gateways) that stored the event under
-// different seqs, and the delivery under different rowids, give it the
-// same uid, and it finds the delivery in each.
-func TestDeliveryUIDSetOnInsert(t *testing.T) {
+// IDs come from clients: any string is parsed without panic, and one that
+// parses is the ID of what it parses to (one delivery, one ID).
+func FuzzParseDeliveryID(f *testing.F) {
+	f.Add(DeliveryUID("billing", "stripe", "evt_1"))
+	f.Add(DeliveryUID(strings.Repeat("r", 64), strings.Repeat("s", 64), strings.Repeat("e", 255)))
+	f.Add("dl_aaa8abe84c2fc2f338aef570a8c4268c")
+	f.Add("1780")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, src, e, ok := ParseDeliveryID(s)
+		if !ok {
+			return
+		}
+		if len(r) == 0 || len(r) > 64 || len(src) == 0 || len(src) > 64 || len(e) == 0 || len(e) > 255 {
+			t.Fatalf("ParseDeliveryID(%q) = %q, %q, %q: out of bounds", s, r, src, e)
+		}
+		if id := DeliveryUID(r, src, e); id != s {
+			t.Fatalf("ParseDeliveryID(%q) = %q, %q, %q, whose ID is %q", s, r, src, e, id)
+		}
+	})
+}
+
+// A delivery's ID is not stored: no uid column, no index on it, nothing
+// more written per delivery than the list order's index. It is computed
+// when a row is read, so rows written by any code (an earlier version, a
+// replica's copy) have it; two stores (two gateways) that stored the event
+// under different seqs, and the delivery under different rowids, give it
+// the same ID and find the delivery by it.
+func TestDeliveryIDOnRead(t *testing.T) {
 	ctx := context.Background()
 	a, b := openTest(t, ""), openTest(t, "")
+	for _, s := range []*Store{a, b} {
+		if n := count(t, s, `SELECT count(*) FROM pragma_table_info('deliveries') WHERE name = 'uid'`); n != 0 {
+			t.Fatal("deliveries has a uid column")
+		}
+		if n := count(t, s, `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND sql LIKE '%uid%'`); n != 0 {
+			t.Fatal("an index on uid")
+		}
+	}
 	// b holds other events first: its seqs and rowids differ from a's.
 	for i := range 3 {
 		ev := testEvent(fmt.Sprintf("evt_other%d", i))
@@ -70,49 +128,47 @@ func TestDeliveryUIDSetOnInsert(t *testing.T) {
 		if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 500}}); err != nil {
 			t.Fatal(err)
 		}
-		if d.UID != want {
-			t.Fatalf("RecordRound set UID %q, want %q", d.UID, want)
-		}
 		rowids = append(rowids, d.ID)
-		// A later round (the upsert) keeps it.
-		d = &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "custom",
-			State: StateDead}
-		if err := s.RecordRound(ctx, d, nil); err != nil || d.UID != want {
-			t.Fatalf("second round: UID %q, %v", d.UID, err)
-		}
 		got, err := s.DeliveryByUID(ctx, want)
-		if err != nil || got.UID != want || got.ID != d.ID || got.State != StateDead || got.IdempotencyKey != "custom" {
+		if err != nil || got.UID != want || got.ID != d.ID || got.State != StateRetrying || got.IdempotencyKey != "custom" {
 			t.Fatalf("DeliveryByUID = %+v, %v", got, err)
 		}
-		// A replay's reset creates a delivery with its uid too.
-		r, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "audit", Source: "stripe", EventID: "evt_1",
+		// A row written without the store's code (no ID anywhere in it).
+		if _, err := s.w.ExecContext(ctx, `INSERT INTO deliveries (event_seq, route, source, event_id, idempotency_key, state,
+			created_at, updated_at) VALUES (?, 'audit', 'stripe', 'evt_1', 'k', 'dead', 1, 1)`, ev.Seq); err != nil {
+			t.Fatal(err)
+		}
+		audit := DeliveryUID("audit", "stripe", "evt_1")
+		if got, err := s.DeliveryByUID(ctx, audit); err != nil || got.UID != audit || got.State != StateDead {
+			t.Fatalf("DeliveryByUID(%s) of a row written by SQL = %+v, %v", audit, got, err)
+		}
+		ds, err := s.ListDeliveries(ctx, DeliveryFilter{Limit: 10, EventID: "evt_1", Source: "stripe"})
+		if err != nil || len(ds) != 2 || ds[0].UID != audit || ds[1].UID != want {
+			t.Fatalf("ListDeliveries = %+v, %v", ds, err)
+		}
+		// A replay's reset answers the delivery with its ID too.
+		r, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "ops", Source: "stripe", EventID: "evt_1",
 			IdempotencyKey: "k"})
-		if err != nil || r.UID != DeliveryUID("audit", "stripe", "evt_1") {
+		if err != nil || r.UID != DeliveryUID("ops", "stripe", "evt_1") {
 			t.Fatalf("ResetDelivery = %+v, %v", r, err)
 		}
-		if _, err := s.DeliveryByUID(ctx, DeliveryUID("billing", "stripe", "evt_2")); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("DeliveryByUID of no delivery: %v, want ErrNotFound", err)
+		for _, missing := range []string{DeliveryUID("billing", "stripe", "evt_2"), DeliveryUID("nope", "stripe", "evt_1"),
+			"dl_x", "1"} {
+			if _, err := s.DeliveryByUID(ctx, missing); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("DeliveryByUID(%q): %v, want ErrNotFound", missing, err)
+			}
 		}
 	}
 	if rowids[0] == rowids[1] {
 		t.Fatalf("both stores gave the delivery row %d: the test shows nothing", rowids[0])
 	}
-	// The uid is unique: a second row with it is refused.
-	err := a.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO deliveries (event_seq, route, source, event_id, idempotency_key, state,
-			created_at, updated_at, uid) VALUES (999, 'x', 'stripe', 'evt_9', 'k', 'pending', 0, 0, ?)`, want)
-		return err
-	})
-	if err == nil || !strings.Contains(err.Error(), "UNIQUE") {
-		t.Fatalf("a second delivery with uid %s: %v, want a unique constraint error", want, err)
-	}
 }
 
-// Migration 0011 gives every delivery of a store at schema 10 its uid
-// from its Idempotency-Key (which carries the same digits), and a unique
-// index; a row with a key of another form, or whose event was gone (0007
-// kept it under -id) beside its event's later copy's, a uid of its rowid.
-func TestMigrateDeliveryUIDs(t *testing.T) {
+// Migration 0011 on a store at schema 10 (an earlier version): the rows
+// need no change to have their IDs, whatever their Idempotency-Keys. A
+// delivery whose event row is missing (0007 kept it under -id; a replica's
+// copy ahead of its event) is not found by its ID until the event is there.
+func TestMigrateDeliveryIDs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite3", dsn(path, false))
 	if err != nil {
@@ -122,20 +178,14 @@ func TestMigrateDeliveryUIDs(t *testing.T) {
 	if err := migrateTo(context.Background(), db, 10); err != nil {
 		t.Fatal(err)
 	}
-	key := func(route, id string) string { return DerivedID("hg_", route, "stripe", id) }
-	for _, q := range []struct {
-		q    string
-		args []any
-	}{
-		{`INSERT INTO events (seq, source, event_id, event_type, body, received_at) VALUES
-			(1, 'stripe', 'evt_1', 't', x'', 1), (2, 'stripe', 'evt_2', 't', x'', 2)`, nil},
-		{`INSERT INTO deliveries (id, event_seq, route, source, event_id, idempotency_key, state, created_at, updated_at)
-			VALUES (4, 1, 'billing', 'stripe', 'evt_1', ?, 'dead', 10, 20), (5, 1, 'audit', 'stripe', 'evt_1', ?, 'succeeded', 11, 21),
-			(6, 2, 'billing', 'stripe', 'evt_2', ?, 'retrying', 12, 22), (7, 2, 'audit', 'stripe', 'evt_2', 'hg_XYZ', 'pending', 13, 23),
-			(8, -8, 'billing', 'stripe', 'evt_2', ?, 'dead', 1, 2)`,
-			[]any{key("billing", "evt_1"), key("audit", "evt_1"), key("billing", "evt_2"), key("billing", "evt_2")}},
+	for _, q := range []string{
+		`INSERT INTO events (seq, source, event_id, event_type, body, received_at) VALUES
+			(1, 'stripe', 'evt_1', 't', x'', 1), (2, 'stripe', 'evt_2', 't', x'', 2)`,
+		`INSERT INTO deliveries (id, event_seq, route, source, event_id, idempotency_key, state, created_at, updated_at)
+			VALUES (4, 1, 'billing', 'stripe', 'evt_1', 'hg_1', 'dead', 10, 20), (5, 1, 'audit', 'stripe', 'evt_1', 'x', 'succeeded', 11, 21),
+			(7, 2, 'audit', 'stripe', 'evt_2', 'hg_XYZ', 'pending', 13, 23), (8, -8, 'billing', 'stripe', 'evt_3', 'k', 'dead', 1, 2)`,
 	} {
-		if _, err := db.Exec(q.q, q.args...); err != nil {
+		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,30 +195,23 @@ func TestMigrateDeliveryUIDs(t *testing.T) {
 
 	s := openTest(t, path)
 	ctx := context.Background()
-	for id, want := range map[int64]string{
-		4: DeliveryUID("billing", "stripe", "evt_1"), 5: DeliveryUID("audit", "stripe", "evt_1"),
-		6: DeliveryUID("billing", "stripe", "evt_2"), 7: "dl_row7", 8: "dl_row8",
-	} {
-		d, err := s.DeliveryByID(ctx, id)
-		if err != nil || d.UID != want {
-			t.Errorf("delivery %d: uid %q, %v; want %q", id, d.UID, err, want)
-			continue
-		}
-		if d2, err := s.DeliveryByUID(ctx, want); err != nil || d2.ID != id {
-			t.Errorf("DeliveryByUID(%s) = %+v, %v; want row %d", want, d2, err, id)
+	for id, c := range map[int64][2]string{4: {"billing", "evt_1"}, 5: {"audit", "evt_1"}, 7: {"audit", "evt_2"}} {
+		uid := DeliveryUID(c[0], "stripe", c[1])
+		d, err := s.DeliveryByUID(ctx, uid)
+		if err != nil || d.ID != id || d.UID != uid {
+			t.Errorf("DeliveryByUID(%s) = %+v, %v; want row %d", uid, d, err, id)
 		}
 	}
-	if n := count(t, s, `SELECT count(*) FROM sqlite_schema WHERE name = 'deliveries_uid' AND sql LIKE 'CREATE UNIQUE INDEX%'`); n != 1 {
-		t.Fatalf("no unique index deliveries_uid")
+	if _, err := s.DeliveryByUID(ctx, DeliveryUID("billing", "stripe", "evt_3")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a delivery without its event row: %v, want ErrNotFound", err)
 	}
-	// A round after the migration finds the row and keeps its uid.
-	d := &Delivery{EventSeq: 2, Route: "audit", Source: "stripe", EventID: "evt_2", IdempotencyKey: "hg_XYZ", State: StateSucceeded}
-	if err := s.RecordRound(ctx, d, nil); err != nil || d.ID != 7 {
-		t.Fatalf("round after migration: %+v, %v", d, err)
+	if d, err := s.DeliveryByID(ctx, 8); err != nil || d.UID != DeliveryUID("billing", "stripe", "evt_3") {
+		t.Errorf("row 8 = %+v, %v: want its ID shown all the same", d, err)
 	}
 }
 
-// Pages of deliveries follow (created_at, uid), the same order on every
+// Pages of deliveries follow (created_at, source, event ID, route), the
+// same order on every
 // gateway: a cursor one store returned continues the list on another that
 // holds the same deliveries under other rowids, with no delivery skipped
 // or repeated, many of them created in the same millisecond. Filters page
@@ -202,8 +245,8 @@ func TestListDeliveriesPagingAcrossStores(t *testing.T) {
 					return err
 				}
 				if _, err := tx.Exec(`INSERT INTO deliveries (event_seq, route, source, event_id, idempotency_key, state,
-					created_at, updated_at, uid) VALUES (?, ?, 'stripe', ?, 'k', ?, ?, ?, ?)`,
-					seq, d.route, d.id, d.state, d.created, d.created, DeliveryUID(d.route, "stripe", d.id)); err != nil {
+					created_at, updated_at) VALUES (?, ?, 'stripe', ?, 'k', ?, ?, ?)`,
+					seq, d.route, d.id, d.state, d.created, d.created); err != nil {
 					return err
 				}
 			}
@@ -222,18 +265,18 @@ func TestListDeliveriesPagingAcrossStores(t *testing.T) {
 		var out []DeliveryCursor
 		for _, d := range all {
 			if keep(d) {
-				out = append(out, DeliveryCursor{d.created, DeliveryUID(d.route, "stripe", d.id)})
+				out = append(out, DeliveryCursor{d.created, d.route, "stripe", d.id})
 			}
 		}
 		slices.SortFunc(out, func(x, y DeliveryCursor) int {
 			if x.CreatedAt != y.CreatedAt {
 				return int(x.CreatedAt - y.CreatedAt)
 			}
-			return strings.Compare(x.UID, y.UID)
+			return strings.Compare(x.EventID+"\x00"+x.Route, y.EventID+"\x00"+y.Route) // one source
 		})
 		uids := make([]string, len(out))
 		for i, c := range out {
-			uids[i] = c.UID
+			uids[i] = DeliveryUID(c.Route, c.Source, c.EventID)
 		}
 		return uids
 	}
@@ -341,7 +384,8 @@ func TestListEventsPagingAcrossStores(t *testing.T) {
 // Cursors round-trip; a cursor of the earlier form (a row number; for
 // events, time-seq) is ErrOldCursor, anything else ErrBadCursor.
 func TestCursors(t *testing.T) {
-	for _, c := range []DeliveryCursor{{0, DeliveryUID("", "", "")}, {1764130000123, DeliveryUID("r", "s", "e")}, {5, "dl_row7"}} {
+	for _, c := range []DeliveryCursor{{0, "r", "s", "e"}, {1764130000123, "billing", "stripe", "evt_1"},
+		{5, strings.Repeat("r", 64), strings.Repeat("s", 64), strings.Repeat("e", 255)}} {
 		got, err := ParseDeliveryCursor(c.String())
 		if err != nil || got != c {
 			t.Errorf("delivery cursor %v: %v, %v", c, got, err)
@@ -366,7 +410,8 @@ func TestCursors(t *testing.T) {
 			t.Errorf("ParseEventCursor(%q): %v, want ErrOldCursor", old, err)
 		}
 	}
-	for _, bad := range []string{"", "x", "1-", "-1-2", "1-x", "1-2-3", "RA", "RA==", "R" + strings.Repeat("_", 20)} {
+	for _, bad := range []string{"", "x", "1-", "-1-2", "1-x", "1-2-3", "RA", "RA==", "R" + strings.Repeat("_", 20),
+		DeliveryCursor{5, "", "s", "e"}.String(), DeliveryCursor{5, "r", "s", strings.Repeat("e", 256)}.String()} {
 		if _, err := ParseDeliveryCursor(bad); !errors.Is(err, ErrBadCursor) && !errors.Is(err, ErrOldCursor) {
 			t.Errorf("ParseDeliveryCursor(%q): %v", bad, err)
 		}
@@ -379,7 +424,7 @@ func TestCursors(t *testing.T) {
 // Cursors come from clients: any string is parsed without panic, and a
 // parsed cursor encodes to one that parses to the same position.
 func FuzzParseCursors(f *testing.F) {
-	f.Add(DeliveryCursor{1764130000123, DeliveryUID("r", "s", "e")}.String())
+	f.Add(DeliveryCursor{1764130000123, "billing", "stripe", "evt_1"}.String())
 	f.Add(EventListCursor{1764130000123, "stripe", "evt_1"}.String())
 	f.Add("1780")
 	f.Add("1764130000123-17")

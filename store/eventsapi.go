@@ -122,13 +122,12 @@ func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, erro
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRow(`
 			INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-				created_at, updated_at, uid)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+				created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
 			ON CONFLICT (event_seq, route) DO UPDATE SET
 				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at
 			RETURNING id`,
-			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now,
-			DeliveryUID(d.Route, d.Source, d.EventID)).Scan(&id)
+			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now).Scan(&id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reset delivery: %w", err)

@@ -43,9 +43,8 @@ func seed(t *testing.T, s *Store, evs []seedEvent) {
 			for route, state := range e.deliveries {
 				var id int64
 				if err := tx.QueryRow(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key,
-					state, attempts, created_at, updated_at, uid) VALUES (?, ?, 'stripe', ?, ?, 'k', ?, ?, ?, ?, ?) RETURNING id`,
-					seq, route, e.id, e.typ, state, len(e.attemptsAt), e.received.UnixMilli(), e.received.UnixMilli(),
-					DeliveryUID(route, "stripe", e.id)).Scan(&id); err != nil {
+					state, attempts, created_at, updated_at) VALUES (?, ?, 'stripe', ?, ?, 'k', ?, ?, ?, ?) RETURNING id`,
+					seq, route, e.id, e.typ, state, len(e.attemptsAt), e.received.UnixMilli(), e.received.UnixMilli()).Scan(&id); err != nil {
 					return err
 				}
 				for i, at := range e.attemptsAt {

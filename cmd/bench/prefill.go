@@ -89,8 +89,8 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 		return err
 	}
 	insDelivery, err := tx.Prepare(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key,
-		state, attempts, last_status, created_at, updated_at, uid)
-		VALUES (?, ?, 'stripe', ?, ?, ?, 'succeeded', 1, 200, ?, ?, ?)`)
+		state, attempts, last_status, created_at, updated_at)
+		VALUES (?, ?, 'stripe', ?, ?, ?, 'succeeded', 1, 200, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -120,8 +120,7 @@ func prefillChunk(ctx context.Context, db *sql.DB, from, m, size int, random boo
 		if route == "" {
 			continue
 		}
-		r, err = insDelivery.Exec(seq, route, id, typ, outbound.IdempotencyKey(route, "stripe", id), now, now,
-			store.DeliveryUID(route, "stripe", id))
+		r, err = insDelivery.Exec(seq, route, id, typ, outbound.IdempotencyKey(route, "stripe", id), now, now)
 		if err != nil {
 			return err
 		}
