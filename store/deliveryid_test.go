@@ -208,6 +208,17 @@ func TestMigrateDeliveryIDs(t *testing.T) {
 	if d, err := s.DeliveryByID(ctx, 8); err != nil || d.UID != DeliveryUID("billing", "stripe", "evt_3") {
 		t.Errorf("row 8 = %+v, %v: want its ID shown all the same", d, err)
 	}
+	// The rebuilt indexes list the rows there were.
+	for state, want := range map[string][]int64{StateDead: {8, 4}, StateSucceeded: {5}, StatePending: {7}} {
+		ds, err := s.ListDeliveries(ctx, DeliveryFilter{State: state, Limit: 10})
+		var got []int64
+		for _, d := range ds {
+			got = append(got, d.ID)
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s deliveries: rows %v, %v; want %v", state, got, err, want)
+		}
+	}
 }
 
 // Pages of deliveries follow (created_at, source, event ID, route), the
@@ -287,6 +298,7 @@ func TestListDeliveriesPagingAcrossStores(t *testing.T) {
 	}{
 		{"all", DeliveryFilter{}, func(dl) bool { return true }},
 		{"dead", DeliveryFilter{State: StateDead}, func(d dl) bool { return d.state == StateDead }},
+		{"succeeded", DeliveryFilter{State: StateSucceeded}, func(d dl) bool { return d.state == StateSucceeded }},
 		{"route", DeliveryFilter{Route: "audit"}, func(d dl) bool { return d.route == "audit" }},
 		{"source", DeliveryFilter{Source: "stripe"}, func(dl) bool { return true }},
 		{"event", DeliveryFilter{Source: "stripe", EventID: "evt_03"}, func(d dl) bool { return d.id == "evt_03" }},
