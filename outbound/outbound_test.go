@@ -449,7 +449,7 @@ func TestOperatorAPI(t *testing.T) {
 	// Page through r1's deliveries two at a time: their IDs are the API's
 	// (dl_…, derived from route, source and event ID), in (created_at, id)
 	// order.
-	var ids []string
+	var ids, evIDs []string
 	var created []time.Time
 	cursor := ""
 	for page := 0; page < 5; page++ {
@@ -469,6 +469,7 @@ func TestOperatorAPI(t *testing.T) {
 				t.Fatalf("listed %+v", d)
 			}
 			ids = append(ids, d.UID)
+			evIDs = append(evIDs, d.EventID)
 			created = append(created, d.CreatedAt)
 			if d.ID != 0 || d.UID != store.DeliveryUID("r1", "stripe", d.EventID) {
 				t.Fatalf("listed id %q (row %d), want %s", d.UID, d.ID, store.DeliveryUID("r1", "stripe", d.EventID))
@@ -483,8 +484,9 @@ func TestOperatorAPI(t *testing.T) {
 		t.Fatalf("paged through %d deliveries, want 5", len(ids))
 	}
 	for i := 1; i < len(ids); i++ {
-		if c := created[i].Compare(created[i-1]); c < 0 || (c == 0 && ids[i] < ids[i-1]) {
-			t.Fatalf("listed out of (created_at, id) order: %v %v", ids, created)
+		// One route and source: (created_at, event ID) order.
+		if c := created[i].Compare(created[i-1]); c < 0 || (c == 0 && evIDs[i] < evIDs[i-1]) {
+			t.Fatalf("listed out of (created_at, source, event ID, route) order: %v %v", evIDs, created)
 		}
 	}
 	code, body := g.api(t, http.MethodGet, "/v1/deliveries/"+ids[0], apiToken)
