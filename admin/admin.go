@@ -33,6 +33,7 @@ import (
 type Store interface {
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error)
 	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
+	DeliveryByUID(ctx context.Context, uid string) (*store.Delivery, error)
 	Attempts(ctx context.Context, deliveryID int64) ([]store.Attempt, error)
 	TaskScope(ctx context.Context, id string) (string, error)
 	EventStore
@@ -40,7 +41,7 @@ type Store interface {
 
 // Retrier runs a delivery again now.
 type Retrier interface {
-	Retry(ctx context.Context, id int64) (*store.Delivery, error)
+	Retry(ctx context.Context, id string) (*store.Delivery, error)
 	Replayer
 }
 
@@ -101,6 +102,9 @@ type Handler struct {
 	store  Store
 	engine Engine
 	log    *slog.Logger
+	// cluster refuses numeric delivery IDs (a row number names a
+	// different delivery on each gateway).
+	cluster bool
 }
 
 // New returns the API for operators' and task clients' tokens. With no
@@ -113,6 +117,13 @@ func New(operators, taskClients []string, st Store, engine Engine, log *slog.Log
 	for _, t := range taskClients {
 		h.tokens = append(h.tokens, token{sha256.Sum256([]byte(t)), Caller{Scope: Scope(t)}})
 	}
+	return h
+}
+
+// ClusterMode makes the API refuse numeric delivery IDs, which name this
+// gateway's rows only: in cluster mode a delivery is named by its API ID.
+func (h *Handler) ClusterMode(on bool) *Handler {
+	h.cluster = on
 	return h
 }
 
@@ -212,12 +223,12 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 	if err != nil || limit < 1 || limit > 500 {
 		return badParam("limit", "must be a number from 1 to 500")
 	}
-	if cur := c.Query("cursor"); cur != "" {
-		id, err := strconv.ParseInt(cur, 10, 64)
-		if err != nil || id < 0 {
-			return badParam("cursor", "is not a cursor this API returned")
+	if v := c.Query("cursor"); v != "" {
+		cur, err := store.ParseDeliveryCursor(v)
+		if err != nil {
+			return badCursor(err)
 		}
-		f.AfterID = id
+		f.After = &cur
 	}
 	caller, _ := CallerOf(c)
 	var ds []store.Delivery
@@ -230,7 +241,7 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 		}
 		if len(ds) > limit {
 			ds = ds[:limit]
-			next = strconv.FormatInt(ds[len(ds)-1].ID, 10)
+			next = ds[len(ds)-1].Cursor().String()
 		}
 	} else if ds, next, err = h.listOwn(c.UserContext(), caller, f, limit); err != nil {
 		return unavailable(err)
@@ -242,7 +253,7 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 }
 
 // listOwn lists a task client's own task deliveries matching f: it reads
-// task deliveries in ID order, at most ownScanMax of them, and keeps the
+// task deliveries in list order, at most ownScanMax of them, and keeps the
 // caller's.
 func (h *Handler) listOwn(ctx context.Context, caller Caller, f store.DeliveryFilter, limit int) ([]store.Delivery, string, error) {
 	if (f.Route != "" && f.Route != outbound.TaskRoute) || (f.Source != "" && f.Source != store.TaskSource) {
@@ -259,7 +270,8 @@ func (h *Handler) listOwn(ctx context.Context, caller Caller, f store.DeliveryFi
 		}
 		for i := range ds {
 			scanned++
-			f.AfterID = ds[i].ID
+			cur := ds[i].Cursor()
+			f.After = &cur
 			mine, err := h.owns(ctx, caller, &ds[i])
 			if err != nil {
 				return nil, "", err
@@ -268,7 +280,7 @@ func (h *Handler) listOwn(ctx context.Context, caller Caller, f store.DeliveryFi
 				continue
 			}
 			if len(out) == limit { // one more: there is a next page
-				return out, strconv.FormatInt(out[limit-1].ID, 10), nil
+				return out, out[limit-1].Cursor().String(), nil
 			}
 			out = append(out, ds[i])
 		}
@@ -276,7 +288,7 @@ func (h *Handler) listOwn(ctx context.Context, caller Caller, f store.DeliveryFi
 		case len(ds) < f.Limit: // read to the end
 			return out, "", nil
 		case scanned >= ownScanMax:
-			return out, strconv.FormatInt(f.AfterID, 10), nil
+			return out, f.After.String(), nil
 		}
 	}
 }
@@ -289,11 +301,7 @@ type attemptJSON struct {
 }
 
 func (h *Handler) getDelivery(c *fiber.Ctx) error {
-	id, err := c.ParamsInt("id")
-	if err != nil || id <= 0 {
-		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
-	}
-	d, err := h.delivery(c, int64(id))
+	d, err := h.delivery(c)
 	if err != nil {
 		return err
 	}
@@ -311,11 +319,31 @@ func (h *Handler) getDelivery(c *fiber.Ctx) error {
 	}{d, out})
 }
 
-// delivery reads delivery id if the caller may see it; one it may not
-// is not found.
-func (h *Handler) delivery(c *fiber.Ctx, id int64) (*store.Delivery, error) {
+// delivery reads the delivery the path's :id names if the caller may see
+// it; one it may not is not found. :id is the delivery's API ID (dl_…) or,
+// outside cluster mode, its row number here (as earlier versions showed).
+func (h *Handler) delivery(c *fiber.Ctx) (*store.Delivery, error) {
 	notFound := httperror.New(http.StatusNotFound, "not_found", "no such delivery")
-	d, err := h.store.DeliveryByID(c.UserContext(), id)
+	ref := c.Params("id")
+	var d *store.Delivery
+	var err error
+	switch {
+	case strings.HasPrefix(ref, store.UIDPrefix):
+		d, err = h.store.DeliveryByUID(c.UserContext(), ref)
+	case digits(ref):
+		if h.cluster {
+			return nil, httperror.New(http.StatusBadRequest, "invalid_parameter",
+				"id "+ref+" is a number: in cluster mode a delivery is named by its id as the API shows it, "+
+					store.UIDPrefix+"… (a number names a row of one gateway)")
+		}
+		id, perr := strconv.ParseInt(ref, 10, 64)
+		if perr != nil || id <= 0 {
+			return nil, notFound
+		}
+		d, err = h.store.DeliveryByID(c.UserContext(), id)
+	default:
+		return nil, notFound
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound
 	}
@@ -334,18 +362,13 @@ func (h *Handler) delivery(c *fiber.Ctx, id int64) (*store.Delivery, error) {
 }
 
 func (h *Handler) retryDelivery(c *fiber.Ctx) error {
-	id, err := c.ParamsInt("id")
-	if err != nil || id <= 0 {
-		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
-	}
-	if caller, _ := CallerOf(c); !caller.Operator {
-		if _, err := h.delivery(c, int64(id)); err != nil {
-			return err
-		}
+	d, err := h.delivery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 10*time.Second)
 	defer cancel()
-	d, err := h.engine.Retry(ctx, int64(id))
+	d, err = h.engine.Retry(ctx, d.UID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")
@@ -358,7 +381,7 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	case err != nil:
 		return unavailable(err)
 	}
-	h.log.Info("delivery retried", "delivery_id", d.ID, "route", d.Route, "event_id", d.EventID)
+	h.log.Info("delivery retried", "delivery_id", d.UID, "route", d.Route, "event_id", d.EventID)
 	return c.Status(http.StatusAccepted).JSON(d)
 }
 
@@ -368,6 +391,26 @@ func intParam(c *fiber.Ctx, name string, def int) (int, error) {
 		return def, nil
 	}
 	return strconv.Atoi(v)
+}
+
+// badCursor answers a cursor ParseDeliveryCursor or ParseEventCursor
+// refused.
+func badCursor(err error) error {
+	if errors.Is(err, store.ErrOldCursor) {
+		return badParam("cursor", "is of an earlier hookgate version (a row number, which differs between gateways): "+
+			"list again without a cursor")
+	}
+	return badParam("cursor", "is not a cursor this API returned")
+}
+
+// digits reports whether s is a non-empty string of decimal digits.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func badParam(name, msg string) error {

@@ -54,7 +54,7 @@ func (h *Handler) listEvents(c *fiber.Ctx) error {
 	if v := c.Query("cursor"); v != "" {
 		cur, err := store.ParseEventCursor(v)
 		if err != nil {
-			return badParam("cursor", "is not a cursor this API returned")
+			return badCursor(err)
 		}
 		f.After = &cur
 	}

@@ -38,13 +38,13 @@ func (a answer) code() string {
 }
 
 // ids are the delivery IDs of a list answer.
-func (a answer) ids() []int64 {
+func (a answer) ids() []string {
 	data, _ := a.body["data"].([]any)
-	out := []int64{}
+	out := []string{}
 	for _, d := range data {
 		m, _ := d.(map[string]any)
-		id, _ := m["id"].(float64)
-		out = append(out, int64(id))
+		id, _ := m["id"].(string)
+		out = append(out, id)
 	}
 	slices.Sort(out)
 	return out
@@ -114,7 +114,7 @@ tasks:
 	if a := c.do(t, "", http.MethodPost, "/webhooks/s", "", `{"id":"e1"}`); a.status != 200 {
 		t.Fatalf("event: %d %s", a.status, a.raw)
 	}
-	task := func(tok, key string) (id string, delivery int64) {
+	task := func(tok, key string) (id, delivery string) {
 		t.Helper()
 		a := c.do(t, bearer(tok), http.MethodPost, "/v1/tasks", key, fmt.Sprintf(`{"url":%q}`, ds.URL+"/gone"))
 		if a.status != 202 {
@@ -123,8 +123,7 @@ tasks:
 		id = fmt.Sprint(a.body["id"])
 		gatewaytest.WaitFor(t, "task "+id+" dead", 30*time.Second, func() (bool, string) {
 			a := c.do(t, bearer(tok), http.MethodGet, "/v1/tasks/"+id, "", "")
-			id, _ := a.body["delivery_id"].(float64)
-			delivery = int64(id)
+			delivery, _ = a.body["delivery_id"].(string)
 			return a.body["state"] == "dead", a.raw
 		})
 		return id, delivery
@@ -136,7 +135,7 @@ tasks:
 	if taskA == taskB || taskA == taskOp || taskB == taskOp || taskA == taskA2 {
 		t.Fatalf("one Idempotency-Key made one task for different tokens: %s %s %s", taskA, taskB, taskOp)
 	}
-	var dR int64
+	var dR string
 	gatewaytest.WaitFor(t, "route r's delivery", 30*time.Second, func() (bool, string) {
 		a := c.do(t, bearer(opToken), http.MethodGet, "/v1/deliveries?route=r&state=succeeded", "", "")
 		if ids := a.ids(); len(ids) == 1 {
@@ -146,13 +145,15 @@ tasks:
 		return false, a.raw
 	})
 
-	sorted := func(ids ...int64) []int64 { slices.Sort(ids); return ids }
-	d := func(id int64) string { return fmt.Sprintf("/v1/deliveries/%d", id) }
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+	d := func(id string) string { return "/v1/deliveries/" + id }
+	page1 := c.do(t, bearer(aToken), http.MethodGet, "/v1/deliveries?limit=1", "", "")
+	cursorA, _ := page1.body["next_cursor"].(string)
 	tests := []struct {
 		name, auth, method, path string
 		status                   int
 		code                     string
-		ids                      []int64 // for lists: exactly these deliveries
+		ids                      []string // for lists: exactly these deliveries
 	}{
 		// Lists.
 		{"operator lists all", bearer(opToken), "GET", "/v1/deliveries", 200, "", sorted(dA, dA2, dB, dOp, dR)},
@@ -160,11 +161,11 @@ tasks:
 		{"A lists its own", bearer(aToken), "GET", "/v1/deliveries", 200, "", sorted(dA, dA2)},
 		{"A lists _tasks", bearer(aToken), "GET", "/v1/deliveries?route=_tasks", 200, "", sorted(dA, dA2)},
 		{"A lists dead", bearer(aToken), "GET", "/v1/deliveries?state=dead&source=_task", 200, "", sorted(dA, dA2)},
-		{"A lists route r", bearer(aToken), "GET", "/v1/deliveries?route=r", 200, "", []int64{}},
-		{"A lists source s", bearer(aToken), "GET", "/v1/deliveries?source=s", 200, "", []int64{}},
-		{"A lists page 1", bearer(aToken), "GET", "/v1/deliveries?limit=1", 200, "", []int64{dA}},
-		{"A lists page 2", bearer(aToken), "GET", fmt.Sprintf("/v1/deliveries?limit=1&cursor=%d", dA), 200, "", []int64{dA2}},
-		{"B lists its own", bearer(bToken), "GET", "/v1/deliveries?route=_tasks", 200, "", []int64{dB}},
+		{"A lists route r", bearer(aToken), "GET", "/v1/deliveries?route=r", 200, "", []string{}},
+		{"A lists source s", bearer(aToken), "GET", "/v1/deliveries?source=s", 200, "", []string{}},
+		{"A lists page 1", bearer(aToken), "GET", "/v1/deliveries?limit=1", 200, "", []string{dA}},
+		{"A lists page 2", bearer(aToken), "GET", "/v1/deliveries?limit=1&cursor=" + cursorA, 200, "", []string{dA2}},
+		{"B lists its own", bearer(bToken), "GET", "/v1/deliveries?route=_tasks", 200, "", []string{dB}},
 
 		// Reads.
 		{"A reads its own", bearer(aToken), "GET", d(dA), 200, "", nil},

@@ -304,27 +304,45 @@ func TestOperatorRetryAcrossGateways(t *testing.T) {
 		t.Fatalf("requests before the retry: %+v, want 1", got)
 	}
 	var owner *app.App
-	var id int64
+	var d *store.Delivery
 	for _, g := range gws {
-		if d, err := g.Store().Delivery(context.Background(), "r", "s", "e1"); err == nil && d.State == store.StateDead {
-			owner, id = g, d.ID
+		if got, err := g.Store().Delivery(context.Background(), "r", "s", "e1"); err == nil && got.State == store.StateDead {
+			owner, d = g, got
 		}
 	}
 	if owner == nil {
 		t.Fatal("no gateway recorded the dead delivery")
 	}
+	if d.UID != store.DeliveryUID("r", "s", "e1") {
+		t.Fatalf("the delivery's API ID is %q, want the one derived from (r, s, e1)", d.UID)
+	}
+	retry := func(g *app.App, id string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/deliveries/%s/retry", g.Addr(), id), nil)
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// A row number names a row of one gateway: refused on every gateway
+	// in cluster mode, before it can act on another delivery.
+	for _, g := range gws {
+		if code, body := retry(g, strconv.FormatInt(d.ID, 10)); code != http.StatusBadRequest ||
+			!strings.Contains(body, "invalid_parameter") || !strings.Contains(body, "dl_") {
+			t.Fatalf("retry by row number %d: %d %s, want 400 invalid_parameter naming the dl_ form", d.ID, code, body)
+		}
+	}
+	if got := ds.of("e1"); len(got) != 1 {
+		t.Fatalf("requests after the refused retries: %+v, want 1", got)
+	}
 	mu.Lock()
 	gone = false
 	mu.Unlock()
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/deliveries/%d/retry", owner.Addr(), id), nil)
-	req.Header.Set("Authorization", "Bearer "+apiToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry answered %d", resp.StatusCode)
+	if code, body := retry(owner, d.UID); code != http.StatusAccepted || !strings.Contains(body, `"id":"`+d.UID+`"`) {
+		t.Fatalf("retry answered %d %s", code, body)
 	}
 	gatewaytest.WaitFor(t, "the retry's success", 30*time.Second, func() (bool, string) {
 		n, _ := successes(ds.of("e1"))

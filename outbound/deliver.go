@@ -255,7 +255,7 @@ func (e *Engine) report(r *route, ev envelope, d *store.Delivery, outcome string
 	switch outcome {
 	case outcomeDead:
 		e.log.Warn("delivery dead", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
-			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "delivery_id", d.ID)
+			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "delivery_id", store.DeliveryUID(d.Route, d.Source, d.EventID))
 	case outcomeRetrying, outcomeFailed:
 		e.log.Info("delivery round failed", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
 			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "next_attempt_at", d.NextAttemptAt)

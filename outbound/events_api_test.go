@@ -154,6 +154,11 @@ func TestEventAPIPaging(t *testing.T) {
 			t.Errorf("list%s: %d %s, want 400 invalid_parameter", bad, code, body)
 		}
 	}
+	// A cursor of an earlier version (time-seq, local) is refused, saying so.
+	if code, body := g.api(t, http.MethodGet, "/v1/events?cursor=1764130000123-17", apiToken); code != 400 ||
+		!strings.Contains(body, "earlier hookgate version") {
+		t.Errorf("an old cursor: %d %s, want 400 naming an earlier version", code, body)
+	}
 
 	e := g.event(t, "stripe", "evt_0")
 	if e.Body != `{"id":"evt_0","type":"invoice.paid","data":{"n":1}}` || e.BodyEncoding != "utf8" ||
@@ -165,7 +170,8 @@ func TestEventAPIPaging(t *testing.T) {
 		t.Fatalf("deliveries = %+v, want all and invoices", e.Deliveries)
 	}
 	for _, d := range e.Deliveries {
-		if d.State != store.StateSucceeded || d.IdempotencyKey != outbound.IdempotencyKey(d.Route, "stripe", "evt_0") {
+		if d.State != store.StateSucceeded || d.IdempotencyKey != outbound.IdempotencyKey(d.Route, "stripe", "evt_0") ||
+			d.UID != store.DeliveryUID(d.Route, "stripe", "evt_0") {
 			t.Fatalf("delivery %+v", d)
 		}
 	}
@@ -213,6 +219,11 @@ func TestEventReplay(t *testing.T) {
 	}
 	if len(out.Deliveries) != 2 || out.Deliveries[0].State != store.StatePending {
 		t.Fatalf("replay answered %+v, want 2 pending deliveries", out.Deliveries)
+	}
+	for _, d := range out.Deliveries {
+		if d.UID != store.DeliveryUID(d.Route, "stripe", "evt_inv") {
+			t.Fatalf("replay answered id %q for route %s, want its API ID", d.UID, d.Route)
+		}
 	}
 	waitFor(t, "replayed to both routes", func() (bool, string) {
 		return count("/all", "evt_inv") == 2 && count("/invoices", "evt_inv") == 2,
@@ -392,7 +403,7 @@ func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
 	cfg := g.cfg
 	g.send(t, "evt_retried", "invoice.paid")
 	d := g.waitState(t, "r", "stripe", "evt_retried", store.StateDead)
-	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 202 {
+	if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken); code != 202 {
 		t.Fatalf("retry: %d %s", code, body)
 	}
 	g = restartDuringHeldRequest(t, g, ds, cfg)
@@ -407,10 +418,12 @@ func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
 // An operator's retry runs the delivery's own event, found by its seq, not
 // another event with the same source and ID (one a provider sent again
 // after retention pruned the first): a delivery whose event is gone is not
-// found, and nothing is sent.
+// found, and nothing is sent. (The delivery is route r2's, which does not
+// take the event's type: a delivery's API ID is unique per (route,
+// source, event ID).)
 func TestRetryOfDeliveryWhoseEventIsGone(t *testing.T) {
 	ds := newDownstream(t, nil)
-	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, "")))
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, "")+routeYAML("r2", ds.URL, ", events: [other.type]")))
 	ctx := context.Background()
 	g.send(t, "evt_again", "invoice.paid")
 	g.waitState(t, "r", "stripe", "evt_again", store.StateSucceeded)
@@ -418,12 +431,12 @@ func TestRetryOfDeliveryWhoseEventIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, err := g.Store().ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq + 1000, Route: "r", Source: "stripe",
+	gone, err := g.Store().ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq + 1000, Route: "r2", Source: "stripe",
 		EventID: "evt_again", EventType: "invoice.paid", IdempotencyKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", gone.ID), apiToken); code != 404 {
+	if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+gone.UID+"/retry", apiToken); code != 404 {
 		t.Fatalf("retry of a delivery whose event is gone: %d %s, want 404", code, body)
 	}
 	// A refused retry starts no round (Retry returns before it would).

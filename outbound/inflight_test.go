@@ -205,7 +205,7 @@ func TestRetryAfterConcurrentSuccessSendsNothing(t *testing.T) {
 	waitFor(t, "the second round held", func() (bool, string) {
 		return ds.inflight.Load() == 1, fmt.Sprintf("%d requests, %d in flight", len(ds.requests()), ds.inflight.Load())
 	})
-	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 202 {
+	if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken); code != 202 {
 		t.Fatalf("retry answered %d %s, want 202", code, body)
 	}
 	close(release)

@@ -51,7 +51,7 @@ type eventAdopter interface {
 
 // retryStore is what an operator's retry reads and resets.
 type retryStore interface {
-	DeliveryByID(ctx context.Context, id int64) (*store.Delivery, error)
+	DeliveryByUID(ctx context.Context, uid string) (*store.Delivery, error)
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
 }
@@ -264,9 +264,10 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 
 // Retry runs a round of a delivery now, in the background, with the same
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
-// A delivery that succeeded is not sent again.
-func (e *Engine) Retry(ctx context.Context, id int64) (*store.Delivery, error) {
-	d, err := e.retrys.DeliveryByID(ctx, id)
+// A delivery that succeeded is not sent again. id is the delivery's API ID
+// (store.DeliveryUID).
+func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
+	d, err := e.retrys.DeliveryByUID(ctx, id)
 	if err != nil {
 		return nil, err
 	}

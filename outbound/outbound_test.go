@@ -395,8 +395,8 @@ func TestFailures(t *testing.T) {
 	ds.mu.Lock()
 	ds.respond = nil
 	ds.mu.Unlock()
-	code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken)
-	if code != 202 {
+	code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken)
+	if code != 202 || !strings.Contains(body, `"id":"`+d.UID+`"`) {
 		t.Fatalf("retry answered %d %s", code, body)
 	}
 	d2 := g.waitState(t, "failing", "stripe", "evt_f", store.StateSucceeded)
@@ -405,8 +405,12 @@ func TestFailures(t *testing.T) {
 	if last.key != d.IdempotencyKey || d2.Attempts != 7 || last.attempt != "7" {
 		t.Fatalf("manual retry: key %q attempt %s (delivery %+v), want key %q, attempt 7", last.key, last.attempt, *d2, d.IdempotencyKey)
 	}
-	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 409 {
+	if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken); code != 409 {
 		t.Fatalf("retry of a succeeded delivery answered %d %s, want 409", code, body)
+	}
+	// A single gateway still takes the row number earlier versions showed.
+	if code, body := g.api(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%d/retry", d.ID), apiToken); code != 409 {
+		t.Fatalf("retry by row number of a succeeded delivery answered %d %s, want 409", code, body)
 	}
 }
 
@@ -442,8 +446,11 @@ func TestOperatorAPI(t *testing.T) {
 	if code, _ := g.api(t, http.MethodGet, "/v1/deliveries", "wrong-token-0123456789"); code != 401 {
 		t.Fatalf("wrong token: %d, want 401", code)
 	}
-	// Page through r1's deliveries two at a time.
-	var ids []int64
+	// Page through r1's deliveries two at a time: their IDs are the API's
+	// (dl_…, derived from route, source and event ID), in (created_at, id)
+	// order.
+	var ids, evIDs []string
+	var created []time.Time
 	cursor := ""
 	for page := 0; page < 5; page++ {
 		code, body := g.api(t, http.MethodGet, "/v1/deliveries?route=r1&state=succeeded&limit=2&cursor="+cursor, apiToken)
@@ -461,7 +468,12 @@ func TestOperatorAPI(t *testing.T) {
 			if d.Route != "r1" || d.State != "succeeded" || d.Attempts != 1 || d.LastStatus != 200 {
 				t.Fatalf("listed %+v", d)
 			}
-			ids = append(ids, d.ID)
+			ids = append(ids, d.UID)
+			evIDs = append(evIDs, d.EventID)
+			created = append(created, d.CreatedAt)
+			if d.ID != 0 || d.UID != store.DeliveryUID("r1", "stripe", d.EventID) {
+				t.Fatalf("listed id %q (row %d), want %s", d.UID, d.ID, store.DeliveryUID("r1", "stripe", d.EventID))
+			}
 		}
 		if out.NextCursor == "" {
 			break
@@ -471,17 +483,37 @@ func TestOperatorAPI(t *testing.T) {
 	if len(ids) != 5 {
 		t.Fatalf("paged through %d deliveries, want 5", len(ids))
 	}
-	code, body := g.api(t, http.MethodGet, fmt.Sprintf("/v1/deliveries/%d", ids[0]), apiToken)
-	if code != 200 || !strings.Contains(body, `"attempt_list":[{"attempt":1`) || !strings.Contains(body, `"idempotency_key":"hg_`) {
+	for i := 1; i < len(ids); i++ {
+		// One route and source: (created_at, event ID) order.
+		if c := created[i].Compare(created[i-1]); c < 0 || (c == 0 && evIDs[i] < evIDs[i-1]) {
+			t.Fatalf("listed out of (created_at, source, event ID, route) order: %v %v", evIDs, created)
+		}
+	}
+	code, body := g.api(t, http.MethodGet, "/v1/deliveries/"+ids[0], apiToken)
+	if code != 200 || !strings.Contains(body, `"attempt_list":[{"attempt":1`) || !strings.Contains(body, `"idempotency_key":"hg_`) ||
+		!strings.Contains(body, `"id":"`+ids[0]+`"`) {
 		t.Fatalf("get: %d %s", code, body)
 	}
-	for _, bad := range []string{"?state=nope", "?limit=0", "?limit=abc", "?cursor=x"} {
+	// A single gateway still takes the row number earlier versions showed.
+	d := g.delivery(t, "r1", "stripe", "evt_0")
+	if code, body := g.api(t, http.MethodGet, fmt.Sprintf("/v1/deliveries/%d", d.ID), apiToken); code != 200 ||
+		!strings.Contains(body, `"id":"`+d.UID+`"`) {
+		t.Fatalf("get by row number %d: %d %s", d.ID, code, body)
+	}
+	for _, bad := range []string{"?state=nope", "?limit=0", "?limit=abc", "?cursor=x", "?cursor=RA"} {
 		if code, body := g.api(t, http.MethodGet, "/v1/deliveries"+bad, apiToken); code != 400 || !strings.Contains(body, "invalid_parameter") {
 			t.Errorf("list%s: %d %s, want 400 invalid_parameter", bad, code, body)
 		}
 	}
-	if code, _ := g.api(t, http.MethodGet, "/v1/deliveries/99999", apiToken); code != 404 {
-		t.Fatalf("missing delivery: %d, want 404", code)
+	// A cursor of an earlier version (a row number) is refused, saying so.
+	if code, body := g.api(t, http.MethodGet, "/v1/deliveries?cursor=12", apiToken); code != 400 ||
+		!strings.Contains(body, "earlier hookgate version") {
+		t.Errorf("an old cursor: %d %s, want 400 naming an earlier version", code, body)
+	}
+	for _, missing := range []string{"99999", store.DeliveryUID("r3", "stripe", "evt_0"), "dl_x", "x", "-1"} {
+		if code, _ := g.api(t, http.MethodGet, "/v1/deliveries/"+missing, apiToken); code != 404 {
+			t.Fatalf("missing delivery %s: %d, want 404", missing, code)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,11 @@ const (
 
 // Delivery is one (route, event) pair and where its delivery stands.
 type Delivery struct {
-	ID             int64     `json:"id"`
+	// UID is the delivery's ID in the API, the same on every gateway
+	// (DeliveryUID), computed when the row is read: it is not stored. ID is
+	// this store's row, which attempts refer to.
+	UID            string    `json:"id"`
+	ID             int64     `json:"-"`
 	EventSeq       int64     `json:"event_seq"` // the event's intake sequence
 	Route          string    `json:"route"`
 	Source         string    `json:"source"`
@@ -74,6 +79,7 @@ func scanDelivery(row interface{ Scan(...any) error }) (*Delivery, error) {
 		d.NextAttemptAt = time.UnixMilli(next.Int64)
 	}
 	d.CreatedAt, d.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	d.UID = DeliveryUID(d.Route, d.Source, d.EventID)
 	return &d, nil
 }
 
@@ -94,9 +100,21 @@ func (s *Store) Delivery(ctx context.Context, route, source, eventID string) (*D
 		source, eventID, route)
 }
 
-// DeliveryByID returns one delivery, or ErrNotFound.
+// DeliveryByID returns the delivery stored in row id, or ErrNotFound.
 func (s *Store) DeliveryByID(ctx context.Context, id int64) (*Delivery, error) {
 	return s.queryDelivery(ctx, `id = ?`, id)
+}
+
+// DeliveryByUID returns the delivery whose API ID is uid, or ErrNotFound
+// (also for a uid that is no delivery ID). It is found by its event and
+// route: a replicated delivery whose event row is not here yet (kept under
+// a negative event_seq) is not found until the event arrives.
+func (s *Store) DeliveryByUID(ctx context.Context, uid string) (*Delivery, error) {
+	route, source, eventID, ok := ParseDeliveryID(uid)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return s.Delivery(ctx, route, source, eventID)
 }
 
 // RecordRound stores the outcome of one delivery round in one transaction:
@@ -264,11 +282,15 @@ func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (b
 type DeliveryFilter struct {
 	Route, State, Source string
 	EventID              string
-	AfterID              int64 // cursor: only deliveries with a larger ID
+	After                *DeliveryCursor // only deliveries after this position
 	Limit                int
 }
 
-// ListDeliveries returns deliveries matching f in ID order.
+// ListDeliveries returns deliveries matching f in (created_at, source,
+// event_id, route) order, the same on every gateway. It walks an index on
+// created_at (a state other than succeeded: deliveries_state, which holds
+// no succeeded delivery), sorting only deliveries created in the same
+// millisecond.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
 	var where []string
 	var args []any
@@ -276,12 +298,24 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 		where = append(where, cond)
 		args = append(args, v)
 	}
-	add("id > ?", f.AfterID)
+	// A range on created_at, always: the planner walks an index in list
+	// order (LIMIT is a parameter it does not know) rather than sort all.
+	if f.After != nil {
+		add("created_at >= ?", f.After.CreatedAt)
+		where = append(where, "(created_at > ? OR (source, event_id, route) > (?, ?, ?))")
+		args = append(args, f.After.CreatedAt, f.After.Source, f.After.EventID, f.After.Route)
+	} else {
+		add("created_at >= ?", math.MinInt64)
+	}
 	if f.Route != "" {
 		add("route = ?", f.Route)
 	}
 	if f.State != "" {
 		add("state = ?", f.State)
+		if f.State != StateSucceeded {
+			// Written out: the planner takes the partial index for it.
+			where = append(where, "state != 'succeeded'")
+		}
 	}
 	switch {
 	case f.Source != "" && f.EventID != "": // one event: by its seq
@@ -298,7 +332,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	args = append(args, f.Limit)
 	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+		strings.Join(where, " AND ")+` ORDER BY created_at, source, event_id, route LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
 	}
@@ -423,9 +457,10 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 	return nil
 }
 
+// state != 'succeeded' lets the planner take the partial deliveries_state.
 const pendingDeliveriesQuery = `
 	SELECT event_seq, route, source, event_type FROM deliveries
-	WHERE state = 'pending' AND event_seq > 0 ORDER BY id`
+	WHERE state = 'pending' AND state != 'succeeded' AND event_seq > 0 ORDER BY created_at, id`
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
 // event's intake sequence, route, source and type.

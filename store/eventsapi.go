@@ -3,45 +3,24 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
 
-// EventCursor is a position in receipt order: events are listed by
-// (ReceivedAt, Seq).
+// EventCursor is a position in this store's receipt order, (ReceivedAt,
+// Seq): where retention's walk goes on from.
 type EventCursor struct {
 	ReceivedAt int64 // unix ms
 	Seq        int64
 }
 
-// String encodes the cursor for an API answer.
-func (c EventCursor) String() string {
-	return strconv.FormatInt(c.ReceivedAt, 10) + "-" + strconv.FormatInt(c.Seq, 10)
-}
-
-// ParseEventCursor decodes a cursor made by EventCursor.String.
-func ParseEventCursor(s string) (EventCursor, error) {
-	a, b, ok := strings.Cut(s, "-")
-	if !ok {
-		return EventCursor{}, errors.New("malformed cursor")
-	}
-	at, err1 := strconv.ParseInt(a, 10, 64)
-	seq, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || at < 0 || seq < 0 {
-		return EventCursor{}, errors.New("malformed cursor")
-	}
-	return EventCursor{ReceivedAt: at, Seq: seq}, nil
-}
-
 // EventFilter selects events for ListEvents.
 type EventFilter struct {
 	Source, Type string
-	Since        time.Time    // zero: from the oldest
-	ExcludeTasks bool         // leave out task events (source TaskSource)
-	After        *EventCursor // only events after this position
+	Since        time.Time        // zero: from the oldest
+	ExcludeTasks bool             // leave out task events (source TaskSource)
+	After        *EventListCursor // only events after this position
 	Limit        int
 }
 
@@ -58,18 +37,21 @@ type EventSummary struct {
 }
 
 // Cursor is the summary's position in receipt order.
-func (e *EventSummary) Cursor() EventCursor {
-	return EventCursor{ReceivedAt: e.ReceivedAt.UnixMilli(), Seq: e.Seq}
+func (e *EventSummary) Cursor() EventListCursor {
+	return EventListCursor{ReceivedAt: e.ReceivedAt.UnixMilli(), Source: e.Source, EventID: e.EventID}
 }
 
-// ListEvents returns events matching f in receipt order, oldest first. It
-// walks the receipt-time index; source and type are filters on that walk.
+// ListEvents returns events matching f in receipt order, oldest first
+// (received_at, then source and event ID: the same order on every gateway).
+// It walks the receipt-time index, sorting only events received in the same
+// millisecond; source and type are filters on that walk.
 func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, error) {
 	var where []string
 	var args []any
 	if f.After != nil {
-		where = append(where, "(received_at, seq) > (?, ?)")
-		args = append(args, f.After.ReceivedAt, f.After.Seq)
+		// received_at alone bounds the index walk.
+		where = append(where, "received_at >= ? AND (received_at > ? OR (source, event_id) > (?, ?))")
+		args = append(args, f.After.ReceivedAt, f.After.ReceivedAt, f.After.Source, f.After.EventID)
 	}
 	if !f.Since.IsZero() {
 		where = append(where, "received_at >= ?")
@@ -99,7 +81,7 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, 
 		//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	q += ` ORDER BY received_at, seq LIMIT ?`
+	q += ` ORDER BY received_at, source, event_id LIMIT ?`
 	args = append(args, f.Limit)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {

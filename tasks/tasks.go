@@ -164,7 +164,7 @@ type Task struct {
 	URL            string          `json:"url"`
 	Method         string          `json:"method"`
 	CreatedAt      time.Time       `json:"created_at"`
-	DeliveryID     int64           `json:"delivery_id,omitempty"`
+	DeliveryID     string          `json:"delivery_id,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Attempts       int             `json:"attempts"`
 	LastStatus     int             `json:"last_status,omitempty"`
@@ -385,7 +385,7 @@ func (h *Handler) get(c *fiber.Ctx) error {
 	case err != nil:
 		return httperror.New(http.StatusServiceUnavailable, "store_unavailable", "the store is unavailable; retry later")
 	default:
-		t.DeliveryID, t.Attempts, t.LastStatus, t.LastError, t.NextAttemptAt = d.ID, d.Attempts, d.LastStatus, d.LastError, d.NextAttemptAt
+		t.DeliveryID, t.Attempts, t.LastStatus, t.LastError, t.NextAttemptAt = d.UID, d.Attempts, d.LastStatus, d.LastError, d.NextAttemptAt
 		switch d.State {
 		case store.StateRetrying:
 			t.State = "delivering"

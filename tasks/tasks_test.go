@@ -394,8 +394,12 @@ func TestDeliveredSignedOnceAndRetried(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(200)
 	})
+	// The task's delivery_id is its delivery's API ID.
+	if want := store.DeliveryUID(outbound.TaskRoute, store.TaskSource, id2); dead["delivery_id"] != want {
+		t.Fatalf("delivery_id %v, want %s", dead["delivery_id"], want)
+	}
 	r := h.do(t, http.MethodPost, fmt.Sprintf("/v1/deliveries/%v/retry", dead["delivery_id"]), token, "", "")
-	if r.status != 202 {
+	if r.status != 202 || r.body["id"] != dead["delivery_id"] {
 		t.Fatalf("retry: %d %s", r.status, r.raw)
 	}
 	waitFor(t, "retried task succeeded", func() (bool, string) {
