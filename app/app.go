@@ -44,12 +44,13 @@ type App struct {
 
 	Registry *prometheus.Registry
 
-	store  *store.Store
-	broker *jetstream.Broker
-	relay  *relay.Relay
-	engine *outbound.Engine
-	egress *egress.Policy
-	claims *cluster.Claims // cluster mode only
+	store   *store.Store
+	broker  *jetstream.Broker
+	relay   *relay.Relay
+	engine  *outbound.Engine
+	egress  *egress.Policy
+	claims  *cluster.Claims  // cluster mode only
+	records *cluster.Records // cluster mode only
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -121,6 +122,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"connect jetstream", a.connectBroker},
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
+		{"start cluster records", a.startRecords},
 		{"build deliveries", a.buildEngine},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},

@@ -42,6 +42,19 @@ type DeliveryStateConfig struct {
 	// Wait bounds each KV request; a claim not made within it is not made.
 	// Default 5s.
 	Wait time.Duration
+	// Replica, if set, records each round in the local store with its
+	// record for the other gateways (store.RecordClusterRound, see
+	// Records), under the gateway name Origin, and OnRecorded (if set) is
+	// called after each record written. Unset, rounds are recorded with
+	// the local StatusRecorder's RecordRound.
+	Replica    ClusterRoundRecorder
+	Origin     string
+	OnRecorded func()
+}
+
+// ClusterRoundRecorder records a round with its record (store.Store).
+type ClusterRoundRecorder interface {
+	RecordClusterRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt, c store.ClusterRound) error
 }
 
 // DeliveryState is an outbound.DeliveryState shared by every gateway of a
@@ -453,7 +466,19 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	}
 	next := after(claimed, d, len(attempts))
 	rev, kerr := s.write(ctx, key, next, rev)
-	lerr := s.local.RecordRound(ctx, d, attempts)
+	var lerr error
+	if s.cfg.Replica != nil {
+		c := store.ClusterRound{Origin: s.cfg.Origin, FirstAttempt: claimed.Attempts + 1, Attempts: next.Attempts}
+		if kerr == nil {
+			c.Version = rev // else no record: the round is not the cluster's
+		}
+		lerr = s.cfg.Replica.RecordClusterRound(ctx, d, attempts, c)
+		if lerr == nil && c.Version > 0 && s.cfg.OnRecorded != nil {
+			s.cfg.OnRecorded()
+		}
+	} else {
+		lerr = s.local.RecordRound(ctx, d, attempts)
+	}
 	s.mu.Lock()
 	switch {
 	case kerr == nil:

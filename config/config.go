@@ -289,4 +289,9 @@ type Cluster struct {
 	// event it just stored before answering it accepted anyway (the relay
 	// claims it before publishing). Default 500ms.
 	ClaimTimeout time.Duration `yaml:"claim_timeout"`
+	// RecordsTTL is how long the records stream (HOOKGATE_RECORDS) keeps
+	// each event and delivery round it replicates to every gateway: a
+	// gateway away for longer misses what expired meanwhile. Default
+	// retention.events.
+	RecordsTTL time.Duration `yaml:"records_ttl"`
 }
