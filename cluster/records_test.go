@@ -1,0 +1,379 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/store"
+)
+
+// replicaGateway runs a gateway in cluster mode with data_dir dir and a
+// route r to url whose requests carry X-Gw: name, on a long schedule
+// (rounds 50ms apart) so that a failing gateway leaves the delivery to
+// another.
+func replicaGateway(t *testing.T, name, urls, url, dir string) *app.App {
+	t.Helper()
+	yaml := fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+nats: {url: %q, replicas: 3}
+cluster: {enabled: true}
+api: {tokens: [%q]}
+sources:
+  - {name: s, verify: none, id_field: id, type_field: type}
+routes:
+  - {name: r, sources: [s], url: %q, headers: {X-Gw: %s}, retries: 0, timeout: 30s, breaker_threshold: 0,
+     schedule: [50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms]}
+`, dir, urls, apiToken, url, name)
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.New(cfg, testLog().With("gw", name))
+	if err := a.Start(context.Background()); err != nil {
+		_ = a.Stop(context.Background())
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	return a
+}
+
+// sentReq is one request the operator-view downstream saw.
+type sentReq struct {
+	gw, key, attempt string
+	body             string
+	status           int
+}
+
+// viewDownstream fails every request of gateway gw1 with 500 (so another
+// gateway delivers what gw1 accepts), answers 410 to "dead-" events
+// until revived, and 200 otherwise.
+type viewDownstream struct {
+	*httptest.Server
+	mu      sync.Mutex
+	reqs    map[string][]sentReq // by event ID
+	revived map[string]bool
+}
+
+func newViewDownstream(t *testing.T) *viewDownstream {
+	d := &viewDownstream{reqs: map[string][]sentReq{}, revived: map[string]bool{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, gw := r.Header.Get("X-Hookgate-Event-Id"), r.Header.Get("X-Gw")
+		d.mu.Lock()
+		status := http.StatusOK
+		switch {
+		case strings.HasPrefix(id, "dead-") && !d.revived[id]:
+			status = http.StatusGone
+		case gw == "gw1":
+			status = http.StatusInternalServerError
+		}
+		d.reqs[id] = append(d.reqs[id], sentReq{gw: gw, key: r.Header.Get("Idempotency-Key"),
+			attempt: r.Header.Get("X-Hookgate-Attempt"), body: string(body), status: status})
+		d.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *viewDownstream) of(id string) []sentReq {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]sentReq(nil), d.reqs[id]...)
+}
+
+// post sends event id to gateway a.
+func post(t *testing.T, a *app.App, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/s",
+		strings.NewReader(fmt.Sprintf(`{"id":%q,"type":"t"}`, id)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "sender/"+id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"accepted"`)) {
+		t.Fatalf("post %s: %d %s", id, resp.StatusCode, body)
+	}
+}
+
+// apiGet reads a /v1 path of gateway a into out; it returns the status.
+func apiGet(t *testing.T, a *app.App, path string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+a.Addr()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		dec := json.NewDecoder(resp.Body)
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type eventView struct {
+	Headers    json.RawMessage  `json:"headers"`
+	ReceivedAt string           `json:"received_at"`
+	Body       string           `json:"body"`
+	Deliveries []map[string]any `json:"deliveries"`
+}
+
+// eventOn is /v1/events/s/{id} on a, with the state and attempts of its
+// delivery to route r ("" and 0 if none).
+func eventOn(t *testing.T, a *app.App, id string) (ev eventView, state string, attempts int, found bool) {
+	t.Helper()
+	if apiGet(t, a, "/v1/events/s/"+id, &ev) != http.StatusOK {
+		return ev, "", 0, false
+	}
+	for _, d := range ev.Deliveries {
+		if d["route"] == "r" {
+			n, _ := d["attempts"].(json.Number).Int64()
+			return ev, fmt.Sprint(d["state"]), int(n), true
+		}
+	}
+	return ev, "", 0, true
+}
+
+// deadOn lists the event IDs of the dead letters gateway a shows, with
+// each one's delivery ID there.
+func deadOn(t *testing.T, a *app.App) map[string]string {
+	t.Helper()
+	var page struct {
+		Data []map[string]any `json:"data"`
+	}
+	if apiGet(t, a, "/v1/deliveries?state=dead&limit=100", &page) != http.StatusOK {
+		return nil
+	}
+	out := map[string]string{}
+	for _, d := range page.Data {
+		out[fmt.Sprint(d["event_id"])] = fmt.Sprint(d["id"])
+	}
+	return out
+}
+
+// Three gateways, one operator view: an event accepted on gw1 and
+// delivered by another gateway is shown by every gateway with its
+// delivery, attempts, original headers and receipt time; every
+// gateway lists every gateway's dead letters; a retry asked on a gateway
+// that did not run the dead delivery sends the same event again (same
+// Idempotency-Key, same body) and every gateway then shows it succeeded;
+// a gateway stopped meanwhile catches up when it starts again, and an
+// event accepted while NATS is down reaches every gateway once it is
+// back.
+func TestOneOperatorView(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ds := newViewDownstream(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	gws := make([]*app.App, 3)
+	for i := range gws {
+		gws[i] = replicaGateway(t, fmt.Sprintf("gw%d", i+1), nc.URL, ds.URL, dirs[i])
+	}
+
+	// Accepted on gw1, delivered elsewhere (gw1's requests fail).
+	post(t, gws[0], "ok-1")
+	orig, _, _, _ := eventOn(t, gws[0], "ok-1")
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows ok-1 delivered", i+1), 60*time.Second, func() (bool, string) {
+			ev, state, attempts, found := eventOn(t, g, "ok-1")
+			sent := ds.of("ok-1")
+			ok := found && state == store.StateSucceeded && attempts == len(sent) &&
+				string(ev.Headers) == string(orig.Headers) && ev.ReceivedAt == orig.ReceivedAt && ev.Body == orig.Body
+			return ok, fmt.Sprintf("found %v, state %q, %d attempts (%d sent), headers %s, received_at %s",
+				found, state, attempts, len(sent), ev.Headers, ev.ReceivedAt)
+		})
+	}
+	if !strings.Contains(string(orig.Headers), "sender/ok-1") {
+		t.Fatalf("gw1 kept headers %s", orig.Headers)
+	}
+	sent := ds.of("ok-1")
+	if last := sent[len(sent)-1]; last.gw == "gw1" || last.status != http.StatusOK {
+		t.Fatalf("ok-1 requests %+v: want the success from another gateway", sent)
+	}
+	// Every gateway has every attempt, numbered as the downstream saw them.
+	for i, g := range gws {
+		d, err := g.Store().Delivery(context.Background(), "r", "s", "ok-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := g.Store().Attempts(context.Background(), d.ID)
+		if err != nil || len(at) != len(sent) {
+			t.Fatalf("gw%d: %d attempts (%v), the downstream saw %d", i+1, len(at), err, len(sent))
+		}
+		for j, a := range at {
+			if fmt.Sprint(a.Attempt) != sent[j].attempt || a.Status != sent[j].status {
+				t.Fatalf("gw%d attempt %d: %+v, the downstream saw %+v", i+1, j, a, sent[j])
+			}
+		}
+	}
+
+	// Dead letters from every gateway's intake, on every gateway.
+	for i, g := range gws {
+		post(t, g, fmt.Sprintf("dead-%d", i+1))
+	}
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d lists every dead letter", i+1), 60*time.Second, func() (bool, string) {
+			dead := deadOn(t, g)
+			return len(dead) == 3, fmt.Sprintf("%v", dead)
+		})
+	}
+
+	// A retry on a gateway that did not run the dead delivery.
+	first := ds.of("dead-1")
+	if len(first) != 1 {
+		t.Fatalf("dead-1 requests %+v, want 1", first)
+	}
+	var retryOn *app.App
+	for i, g := range gws {
+		if fmt.Sprintf("gw%d", i+1) != first[0].gw && fmt.Sprintf("gw%d", i+1) != "gw1" {
+			retryOn = g
+		}
+	}
+	ds.mu.Lock()
+	ds.revived["dead-1"] = true
+	ds.mu.Unlock()
+	id := deadOn(t, retryOn)["dead-1"]
+	req, _ := http.NewRequest(http.MethodPost, "http://"+retryOn.Addr()+"/v1/deliveries/"+id+"/retry", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry of %s on a gateway that did not run it: %d", id, resp.StatusCode)
+	}
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows the retry's success", i+1), 60*time.Second, func() (bool, string) {
+			_, state, attempts, _ := eventOn(t, g, "dead-1")
+			return state == store.StateSucceeded && attempts == 2, fmt.Sprintf("%s, %d attempts", state, attempts)
+		})
+	}
+	again := ds.of("dead-1")
+	if len(again) != 2 || again[1].key != again[0].key || again[1].body != again[0].body || again[1].status != http.StatusOK {
+		t.Fatalf("dead-1 requests %+v: want the retry with the same Idempotency-Key and body", again)
+	}
+
+	// gw3 stopped while records flow, then started again.
+	if err := gws[2].Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	post(t, gws[0], "ok-2")
+	gatewaytest.WaitFor(t, "ok-2 delivered by gw2", 60*time.Second, func() (bool, string) {
+		_, state, _, _ := eventOn(t, gws[1], "ok-2")
+		return state == store.StateSucceeded, state
+	})
+	gws[2] = replicaGateway(t, "gw3", nc.URL, ds.URL, dirs[2])
+	gatewaytest.WaitFor(t, "gw3 caught up", 60*time.Second, func() (bool, string) {
+		ev, state, _, _ := eventOn(t, gws[2], "ok-2")
+		return state == store.StateSucceeded && strings.Contains(string(ev.Headers), "sender/ok-2"), state
+	})
+
+	// Accepted while NATS is down: nothing lost once it is back.
+	for i := range 3 {
+		nc.Stop(i)
+	}
+	post(t, gws[0], "ok-3")
+	for i := range 3 {
+		nc.Start(t, i)
+	}
+	nc.WaitLeader(t)
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows ok-3 delivered", i+1), 90*time.Second, func() (bool, string) {
+			ev, state, _, _ := eventOn(t, g, "ok-3")
+			return state == store.StateSucceeded && strings.Contains(string(ev.Headers), "sender/ok-3"), state
+		})
+	}
+}
+
+// Round records written while NATS is down wait in the store and reach
+// the other gateways once it is back.
+func TestRoundRecordsOutlastOutage(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	replica := func(name string) (*store.Store, *cluster.Records) {
+		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		conn, err := nats.Connect(nc.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(conn.Close)
+		js, _ := natsjs.New(conn)
+		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 3, TTL: time.Hour,
+			JetStream: func() natsjs.JetStream { return js }, Poll: 100 * time.Millisecond}, testLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Stop(ctx) })
+		return st, r
+	}
+	sta, ra := replica("a")
+	stb, _ := replica("b")
+	for i := range 3 {
+		nc.Stop(i)
+	}
+	for i, id := range []string{"e1", "e2"} {
+		ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
+		if _, err := sta.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
+			State: store.StateSucceeded, LastStatus: 200}
+		if err := sta.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
+			store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		ra.Notify()
+	}
+	if n, _ := sta.CountRecordsOut(ctx); n != 2 {
+		t.Fatalf("%d records waiting with NATS down, want 2", n)
+	}
+	for i := range 3 {
+		nc.Start(t, i)
+	}
+	nc.WaitLeader(t)
+	gatewaytest.WaitFor(t, "b applied both rounds", 60*time.Second, func() (bool, string) {
+		got := 0
+		for _, id := range []string{"e1", "e2"} {
+			ds, _ := stb.ListDeliveries(ctx, store.DeliveryFilter{EventID: id})
+			if len(ds) == 1 && ds[0].State == store.StateSucceeded {
+				got++
+			}
+		}
+		n, _ := sta.CountRecordsOut(ctx)
+		return got == 2 && n == 0, fmt.Sprintf("%d applied, %d waiting", got, n)
+	})
+}
