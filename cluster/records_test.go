@@ -30,18 +30,25 @@ import (
 // another.
 func replicaGateway(t *testing.T, name, urls, url, dir string) *app.App {
 	t.Helper()
+	return replicaGatewayWith(t, name, urls, url, dir, "", "", "["+strings.Repeat("50ms, ", 19)+"50ms]")
+}
+
+// replicaGatewayWith is replicaGateway with more of the cluster's
+// options, more YAML and the route's schedule.
+func replicaGatewayWith(t *testing.T, name, urls, url, dir, clusterOpts, extra, schedule string) *app.App {
+	t.Helper()
 	yaml := fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
 nats: {url: %q, replicas: 3}
-cluster: {enabled: true}
+cluster: {enabled: true%s}
 api: {tokens: [%q]}
 sources:
   - {name: s, verify: none, id_field: id, type_field: type}
 routes:
   - {name: r, sources: [s], url: %q, headers: {X-Gw: %s}, retries: 0, timeout: 30s, breaker_threshold: 0,
-     schedule: [50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms, 50ms]}
-`, dir, urls, apiToken, url, name)
+     schedule: %s}
+%s`, dir, urls, clusterOpts, apiToken, url, name, schedule, extra)
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -62,9 +69,9 @@ type sentReq struct {
 	status           int
 }
 
-// viewDownstream fails every request of gateway gw1 with 500 (so another
-// gateway delivers what gw1 accepts), answers 410 to "dead-" events
-// until revived, and 200 otherwise.
+// viewDownstream fails every request of gateway gw1 for an "ok-" event
+// with 500 (so another gateway delivers what gw1 accepts), answers 410 to
+// "dead-" events until revived, 500 to "owed-" events, and 200 otherwise.
 type viewDownstream struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -82,7 +89,7 @@ func newViewDownstream(t *testing.T) *viewDownstream {
 		switch {
 		case strings.HasPrefix(id, "dead-") && !d.revived[id]:
 			status = http.StatusGone
-		case gw == "gw1":
+		case gw == "gw1" && strings.HasPrefix(id, "ok-"), strings.HasPrefix(id, "owed-"):
 			status = http.StatusInternalServerError
 		}
 		d.reqs[id] = append(d.reqs[id], sentReq{gw: gw, key: r.Header.Get("Idempotency-Key"),
@@ -376,4 +383,43 @@ func TestRoundRecordsOutlastOutage(t *testing.T) {
 		n, _ := sta.CountRecordsOut(ctx)
 		return got == 2 && n == 0, fmt.Sprintf("%d applied, %d waiting", got, n)
 	})
+}
+
+// Retention across gateways: an event accepted on gw1 and delivered by
+// another gateway is pruned on every gateway after retention.events; an
+// event a route still owes (retrying) is kept on every gateway.
+func TestRetentionAcrossGateways(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ds := newViewDownstream(t)
+	extra := "retention: {events: 2s, interval: 200ms}\n"
+	schedule := "[" + strings.Repeat("50ms, ", 30) + "1h]"
+	gws := make([]*app.App, 3)
+	for i := range gws {
+		gws[i] = replicaGatewayWith(t, fmt.Sprintf("gw%d", i+1), nc.URL, ds.URL, t.TempDir(), ", records_ttl: 1h", extra, schedule)
+	}
+	post(t, gws[0], "ok-r")
+	post(t, gws[0], "owed-r")
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows ok-r delivered and owed-r owed", i+1), 60*time.Second, func() (bool, string) {
+			_, okState, _, _ := eventOn(t, g, "ok-r")
+			_, owedState, _, _ := eventOn(t, g, "owed-r")
+			return okState == store.StateSucceeded && owedState == store.StateRetrying, okState + ", " + owedState
+		})
+	}
+	// Newer events on every gateway: retention never deletes a store's newest.
+	for i, g := range gws {
+		post(t, g, fmt.Sprintf("pad-%d", i))
+	}
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d pruned ok-r", i+1), 60*time.Second, func() (bool, string) {
+			var ev eventView
+			code := apiGet(t, g, "/v1/events/s/ok-r", &ev)
+			return code == http.StatusNotFound, fmt.Sprint(code)
+		})
+	}
+	for i, g := range gws {
+		if _, state, _, found := eventOn(t, g, "owed-r"); !found || state != store.StateRetrying {
+			t.Fatalf("gw%d: the owed event: found %v, %q", i+1, found, state)
+		}
+	}
 }
