@@ -56,7 +56,7 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 	if !d.NextAttemptAt.IsZero() {
 		next = d.NextAttemptAt.UnixMilli()
 	}
-	version := int64(c.Version) //nolint:gosec // G115: a KV revision fits
+	version := int64(c.Version)
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM deliveries WHERE event_seq = ? AND route = ?`, d.EventSeq, d.Route).Scan(&id)
 	switch {

@@ -212,14 +212,14 @@ func applyRound(tx *sql.Tx, r *RoundRecord) error {
 				attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, version)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			seq, r.Route, r.Source, r.EventID, r.EventType, r.IdempotencyKey, r.State, r.Attempts, r.Rounds,
-			r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt, int64(r.Version)).Scan(&id) //nolint:gosec // G115: a KV revision fits
+			r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt, int64(r.Version)).Scan(&id)
 	case err != nil:
 		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
-	case uint64(version) < r.Version: //nolint:gosec // G115: versions are never negative
+	case uint64(version) < r.Version:
 		_, err = tx.Exec(`UPDATE deliveries SET state = ?, attempts = ?, rounds = ?, last_status = ?, last_error = ?,
 				next_attempt_at = ?, created_at = min(created_at, ?), updated_at = ?, version = ? WHERE id = ?`,
 			r.State, r.Attempts, r.Rounds, r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt,
-			int64(r.Version), id) //nolint:gosec // G115: a KV revision fits
+			int64(r.Version), id)
 	}
 	if err != nil {
 		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
