@@ -422,4 +422,33 @@ func TestRetentionAcrossGateways(t *testing.T) {
 			t.Fatalf("gw%d: the owed event: found %v, %q", i+1, found, state)
 		}
 	}
+	logRecordsStream(t, nc.URL)
+}
+
+// logRecordsStream logs what the records stream holds (the README's
+// disk cost per record).
+func logRecordsStream(t *testing.T, urls string) {
+	conn, err := nats.Connect(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, _ := natsjs.New(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, cluster.DefaultRecordsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := st.CachedInfo().State
+	size := map[string]int{}
+	for m := range si.Msgs {
+		msg, err := st.GetMsg(ctx, m+1)
+		if err != nil {
+			continue
+		}
+		size[msg.Subject] += len(msg.Data) + len(msg.Header.Get(cluster.HeaderRecord))
+		size[msg.Subject+" records"]++
+	}
+	t.Logf("records stream: %d records, %d bytes stored; data and JSON by kind: %v", si.Msgs, si.Bytes, size)
 }
