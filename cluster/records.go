@@ -475,34 +475,41 @@ func (r *Records) apply(ctx context.Context, batch []natsjs.Msg, pos uint64) (ui
 
 // decode reads a record; one this gateway published is left empty.
 func (r *Records) decode(m natsjs.Msg) (store.Record, error) {
+	return decodeRecord(m.Subject(), m.Headers().Get(HeaderRecord), m.Data(), r.cfg.Gateway)
+}
+
+// decodeRecord reads a record of the stream (subject, the HeaderRecord
+// header, data); one that gateway self published is left empty, as is a
+// kind this version does not know.
+func decodeRecord(subject, meta string, data []byte, self string) (store.Record, error) {
 	switch {
-	case m.Subject() == store.EventRecordSubject:
+	case subject == store.EventRecordSubject:
 		var e store.EventRecord
-		if err := json.Unmarshal([]byte(m.Headers().Get(HeaderRecord)), &e); err != nil {
+		if err := json.Unmarshal([]byte(meta), &e); err != nil {
 			return store.Record{}, err
 		}
-		if e.Origin == r.cfg.Gateway {
+		if e.Origin == self {
 			return store.Record{}, nil
 		}
 		if e.Source == "" || e.ID == "" {
 			return store.Record{}, errors.New("an event record without a source or an id")
 		}
-		e.Body = append([]byte(nil), m.Data()...)
+		e.Body = append([]byte{}, data...)
 		return store.Record{Event: &e}, nil
-	case m.Subject() == store.RoundRecordSubject:
+	case subject == store.RoundRecordSubject:
 		var rd store.RoundRecord
-		if err := json.Unmarshal(m.Data(), &rd); err != nil {
+		if err := json.Unmarshal(data, &rd); err != nil {
 			return store.Record{}, err
 		}
-		if rd.Origin == r.cfg.Gateway {
+		if rd.Origin == self {
 			return store.Record{}, nil
 		}
 		if rd.Route == "" || rd.Source == "" || rd.EventID == "" {
 			return store.Record{}, errors.New("a round record without a route, source or event id")
 		}
 		return store.Record{Round: &rd}, nil
-	case strings.HasPrefix(m.Subject(), "hookgate.records."):
+	case strings.HasPrefix(subject, "hookgate.records."):
 		return store.Record{}, nil // a kind of a later version: not this one's
 	}
-	return store.Record{}, fmt.Errorf("subject %q", m.Subject())
+	return store.Record{}, fmt.Errorf("subject %q", subject)
 }
