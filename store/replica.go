@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 )
 
 // In cluster mode every gateway's store is a replica of the cluster's
@@ -96,21 +95,20 @@ func (s *Store) RecordsPosition(ctx context.Context) (uint64, error) {
 // through which they were read, in one transaction: each record is applied
 // once, however often the stream is read again.
 //
-// An event unknown here is stored as claimed elsewhere (never in the
-// outbox: its origin publishes and delivers it), and the deliveries of it
-// already applied are linked to it; a known one (an adopted copy, or one
+// An event unknown here is stored as its origin's (in replica_events;
+// never in the outbox nor published: its origin publishes it), and the
+// deliveries of it already applied are linked to it; a known one (an adopted copy, or one
 // refused here) takes the record's headers and receipt time. A round is
 // applied only when its Version is newer than the row's; a delivery of an
 // event not known yet is kept under a negative event_seq until the event
 // arrives. Attempts are inserted by their cluster-wide numbers, once.
 func (s *Store) ApplyRecords(ctx context.Context, recs []Record, through uint64) error {
-	now := time.Now().UnixMilli()
 	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
 		for _, r := range recs {
 			var err error
 			switch {
 			case r.Event != nil:
-				err = applyEvent(tx, r.Event, now)
+				err = applyEvent(tx, r.Event)
 			case r.Round != nil:
 				err = applyRound(tx, r.Round)
 			}
@@ -137,7 +135,7 @@ func eventSeq(tx *sql.Tx, source, id string) (seq int64, found bool, err error) 
 	return seq, err == nil, err
 }
 
-func applyEvent(tx *sql.Tx, e *EventRecord, now int64) error {
+func applyEvent(tx *sql.Tx, e *EventRecord) error {
 	seq, found, err := eventSeq(tx, e.Source, e.ID)
 	if err != nil {
 		return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
@@ -161,10 +159,6 @@ func applyEvent(tx *sql.Tx, e *EventRecord, now int64) error {
 			e.ReceivedAt).Scan(&seq)
 		if err != nil {
 			return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
-		}
-		if _, err := tx.Exec(`INSERT INTO claimed_elsewhere (seq, holder, recorded_at) VALUES (?, ?, ?)
-			ON CONFLICT (seq) DO NOTHING`, seq, e.Origin, now); err != nil {
-			return err
 		}
 		// Deliveries applied before their event (kept under -id).
 		if _, err := tx.Exec(`UPDATE deliveries SET event_seq = ? WHERE event_seq < 0 AND source = ? AND event_id = ?`,
