@@ -391,21 +391,27 @@ func TestRoundRecordsOutlastOutage(t *testing.T) {
 func TestRetentionAcrossGateways(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	ds := newViewDownstream(t)
-	extra := "retention: {events: 2s, interval: 200ms}\n"
+	extra := "retention: {events: 5s, interval: 200ms}\n"
 	schedule := "[" + strings.Repeat("50ms, ", 30) + "1h]"
 	gws := make([]*app.App, 3)
 	for i := range gws {
 		gws[i] = replicaGatewayWith(t, fmt.Sprintf("gw%d", i+1), nc.URL, ds.URL, t.TempDir(), ", records_ttl: 1h", extra, schedule)
 	}
-	post(t, gws[0], "ok-r")
+	// ok-r last: the newest event of every store until the pads below,
+	// which retention never deletes.
 	post(t, gws[0], "owed-r")
-	for i, g := range gws {
-		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows ok-r delivered and owed-r owed", i+1), 60*time.Second, func() (bool, string) {
+	post(t, gws[0], "ok-r")
+	seen := map[int]bool{} // gateways seen showing ok-r delivered (before it is pruned)
+	gatewaytest.WaitFor(t, "every gateway shows ok-r delivered and owed-r owed", 60*time.Second, func() (bool, string) {
+		var state []string
+		for i, g := range gws {
 			_, okState, _, _ := eventOn(t, g, "ok-r")
 			_, owedState, _, _ := eventOn(t, g, "owed-r")
-			return okState == store.StateSucceeded && owedState == store.StateRetrying, okState + ", " + owedState
-		})
-	}
+			seen[i] = seen[i] || (okState == store.StateSucceeded && owedState == store.StateRetrying)
+			state = append(state, okState+"/"+owedState)
+		}
+		return len(seen) == 3 && seen[0] && seen[1] && seen[2], fmt.Sprint(state)
+	})
 	// Newer events on every gateway: retention never deletes a store's newest.
 	for i, g := range gws {
 		post(t, g, fmt.Sprintf("pad-%d", i))
