@@ -21,6 +21,7 @@ import (
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -457,4 +458,60 @@ func logRecordsStream(t *testing.T, urls string) {
 		size[msg.Subject+" records"]++
 	}
 	t.Logf("records stream: %d records, %d bytes stored; data and JSON by kind: %v", si.Msgs, si.Bytes, size)
+}
+
+// A round whose outcome reached the delivery-state bucket only when its
+// lease was released (NATS lost its quorum during the round) is then
+// recorded with its record, for the other gateways.
+func TestRoundRecordWrittenOnRelease(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	conn, err := nats.Connect(nc.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, _ := natsjs.New(conn)
+	a := cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cluster.DeliveryStateConfig{
+		Replicas: 3, Wait: 5 * time.Second, Owner: "gw-a", Origin: "gw-a", Replica: st,
+		Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}, testLog())
+	k := adopt(t, st, "r", "s", "e1")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !a.Claim(cctx, k) {
+		t.Fatal("no claim within 30s")
+	}
+	nc.Stop(1) // no quorum: the outcome cannot be written
+	nc.Stop(2)
+	if err := a.Record(ctx, delivery(k, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+		t.Fatal("an outcome written without a quorum")
+	}
+	if n, _ := st.CountRecordsOut(ctx); n != 0 {
+		t.Fatalf("%d records of a round the cluster does not have", n)
+	}
+	nc.Start(t, 1)
+	nc.Start(t, 2)
+	nc.WaitLeader(t)
+	gatewaytest.WaitFor(t, "a leader of the deliveries bucket", 30*time.Second, func() (bool, string) {
+		for _, s := range nc.Servers {
+			if s != nil && s.JetStreamIsStreamLeader("$G", "KV_HOOKGATE_DELIVERIES") {
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	a.Release(k)
+	out, err := st.RecordsOut(ctx, 10)
+	if err != nil || len(out) != 1 {
+		t.Fatalf("records out after the release: %d, %v; want the round's", len(out), err)
+	}
+	var rr store.RoundRecord
+	if err := json.Unmarshal(out[0].Data, &rr); err != nil || rr.Version == 0 || rr.State != store.StateSucceeded || len(rr.AttemptList) != 1 {
+		t.Fatalf("the round's record: %+v, %v", rr, err)
+	}
 }
