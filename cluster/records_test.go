@@ -49,7 +49,8 @@ sources:
 routes:
   - {name: r, sources: [s], url: %q, headers: {X-Gw: %s}, retries: 0, timeout: 30s, breaker_threshold: 0,
      schedule: %s}
-%s`, dir, urls, clusterOpts, apiToken, url, name, schedule, extra)
+tasks: {tokens: [%q, %q], allow: [127.0.0.1], retries: 0, schedule: [50ms]}
+%s`, dir, urls, clusterOpts, apiToken, url, name, schedule, taskTokenA, taskTokenB, extra)
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +63,12 @@ routes:
 	t.Cleanup(func() { _ = a.Stop(context.Background()) })
 	return a
 }
+
+// Task-client tokens of the replica gateways.
+const (
+	taskTokenA = "task-client-a-0123456789"
+	taskTokenB = "task-client-b-0123456789"
+)
 
 // sentReq is one request the operator-view downstream saw.
 type sentReq struct {
@@ -250,6 +257,46 @@ func TestOneOperatorView(t *testing.T) {
 			dead := deadOn(t, g)
 			return len(dead) == 3, fmt.Sprintf("%v", dead)
 		})
+	}
+
+	// A task submitted on gw1 is its client's on every gateway, and only
+	// its client's.
+	treq, _ := http.NewRequest(http.MethodPost, "http://"+gws[0].Addr()+"/v1/tasks",
+		strings.NewReader(fmt.Sprintf(`{"url":%q}`, ds.URL+"/task")))
+	treq.Header.Set("Authorization", "Bearer "+taskTokenA)
+	treq.Header.Set("Idempotency-Key", "task-1")
+	treq.Header.Set("Content-Type", "application/json")
+	tresp, err := http.DefaultClient.Do(treq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task map[string]any
+	_ = json.NewDecoder(tresp.Body).Decode(&task)
+	_ = tresp.Body.Close()
+	if tresp.StatusCode != http.StatusAccepted {
+		t.Fatalf("task: %d %v", tresp.StatusCode, task)
+	}
+	taskPath := fmt.Sprintf("/v1/tasks/%v", task["id"])
+	taskOn := func(g *app.App, tok string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.Addr()+taskPath, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows the task succeeded to its client", i+1), 60*time.Second, func() (bool, string) {
+			code, body := taskOn(g, taskTokenA)
+			return code == http.StatusOK && body["state"] == store.StateSucceeded, fmt.Sprint(code, body)
+		})
+		if code, _ := taskOn(g, taskTokenB); code != http.StatusNotFound {
+			t.Fatalf("gw%d shows client A's task to client B: %d", i+1, code)
+		}
 	}
 
 	// A retry on a gateway that did not run the dead delivery.
