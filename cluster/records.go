@@ -151,7 +151,7 @@ func (r *Records) Ensure(ctx context.Context) error {
 		Storage:     natsjs.FileStorage,
 		Replicas:    r.cfg.Replicas,
 		MaxAge:      r.cfg.TTL,
-		Duplicates:  recordsDuplicates,
+		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
 	})
 	if err != nil {
 		return fmt.Errorf("cluster records: stream %s: %w", r.cfg.Stream, err)

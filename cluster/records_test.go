@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/cluster"
@@ -257,6 +258,30 @@ func TestOneOperatorView(t *testing.T) {
 			dead := deadOn(t, g)
 			return len(dead) == 3, fmt.Sprintf("%v", dead)
 		})
+	}
+
+	// A replay asked on gw3 sends ok-1 again (same key, same body), and
+	// every gateway shows the extra attempt.
+	sent = ds.of("ok-1")
+	rreq, _ := http.NewRequest(http.MethodPost, "http://"+gws[2].Addr()+"/v1/events/s/ok-1/replay", nil)
+	rreq.Header.Set("Authorization", "Bearer "+apiToken)
+	rresp, err := http.DefaultClient.Do(rreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rresp.Body.Close()
+	if rresp.StatusCode != http.StatusAccepted {
+		t.Fatalf("replay on gw3: %d", rresp.StatusCode)
+	}
+	for i, g := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gw%d shows the replay", i+1), 60*time.Second, func() (bool, string) {
+			_, state, attempts, _ := eventOn(t, g, "ok-1")
+			return state == store.StateSucceeded && attempts == len(sent)+1, fmt.Sprintf("%s, %d attempts", state, attempts)
+		})
+	}
+	if re := ds.of("ok-1"); len(re) != len(sent)+1 || re[len(sent)].gw != "gw3" || re[len(sent)].key != sent[0].key ||
+		re[len(sent)].body != sent[0].body {
+		t.Fatalf("ok-1 requests after the replay %+v: want one more from gw3 with the same key and body", re)
 	}
 
 	// A task submitted on gw1 is its client's on every gateway, and only
@@ -560,5 +585,94 @@ func TestRoundRecordWrittenOnRelease(t *testing.T) {
 	var rr store.RoundRecord
 	if err := json.Unmarshal(out[0].Data, &rr); err != nil || rr.Version == 0 || rr.State != store.StateSucceeded || len(rr.AttemptList) != 1 {
 		t.Fatalf("the round's record: %+v, %v", rr, err)
+	}
+}
+
+// A gateway away longer than the records' TTL finds the records it had
+// not applied gone: it counts them as missed and goes on from the first
+// record held.
+func TestRecordsMissedWhileAway(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	conn, err := nats.Connect(nc.URL, nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, _ := natsjs.New(conn)
+	replica := func(name string, reg prometheus.Registerer) (*store.Store, *cluster.Records) {
+		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 3, TTL: time.Second,
+			JetStream: func() natsjs.JetStream { return js }, Poll: 50 * time.Millisecond, Registerer: reg}, testLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Stop(ctx) })
+		return st, r
+	}
+	reg := prometheus.NewRegistry()
+	sta, ra := replica("a", nil)
+	stb, rb := replica("b", reg)
+	round := func(id string, version uint64) {
+		t.Helper()
+		ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
+		if _, err := sta.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
+			State: store.StateSucceeded, LastStatus: 200}
+		if err := sta.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
+			store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: version}); err != nil {
+			t.Fatal(err)
+		}
+		ra.Notify()
+		gatewaytest.WaitFor(t, "a published "+id, 30*time.Second, func() (bool, string) {
+			n, _ := sta.CountRecordsOut(ctx)
+			return n == 0, fmt.Sprint(n, " waiting")
+		})
+	}
+	applied := func(st *store.Store, id string) bool {
+		ds, _ := st.ListDeliveries(ctx, store.DeliveryFilter{EventID: id})
+		return len(ds) == 1
+	}
+	round("e0", 1)
+	gatewaytest.WaitFor(t, "b applied e0", 30*time.Second, func() (bool, string) { return applied(stb, "e0"), "" })
+	_ = rb.Stop(ctx) // b is away
+	round("e1", 2)
+	round("e2", 3)
+	gatewaytest.WaitFor(t, "the stream dropped e1 and e2 (records_ttl)", 30*time.Second, func() (bool, string) {
+		st, err := js.Stream(ctx, cluster.DefaultRecordsStream)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.CachedInfo().State.Msgs == 0, fmt.Sprint(st.CachedInfo().State.Msgs, " records")
+	})
+	round("e3", 4)
+	if err := rb.Start(ctx); err != nil { // b is back
+		t.Fatal(err)
+	}
+	gatewaytest.WaitFor(t, "b applied e3", 30*time.Second, func() (bool, string) { return applied(stb, "e3"), "" })
+	if applied(stb, "e1") || applied(stb, "e2") {
+		t.Fatal("b applied records the stream no longer held")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missed float64
+	for _, mf := range mfs {
+		if mf.GetName() == "hookgate_cluster_records_missed_total" {
+			missed = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if missed != 2 {
+		t.Fatalf("missed %v records, want 2", missed)
 	}
 }
