@@ -44,13 +44,14 @@ type App struct {
 
 	Registry *prometheus.Registry
 
-	store   *store.Store
-	broker  *jetstream.Broker
-	relay   *relay.Relay
-	engine  *outbound.Engine
-	egress  *egress.Policy
-	claims  *cluster.Claims  // cluster mode only
-	records *cluster.Records // cluster mode only
+	store  *store.Store
+	broker *jetstream.Broker
+	relay  *relay.Relay
+	engine *outbound.Engine
+	egress *egress.Policy
+	claims *cluster.Claims // cluster mode only
+
+	records *cluster.Records // cluster mode only: every gateway's records into this store
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
