@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -57,6 +58,13 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 		next = d.NextAttemptAt.UnixMilli()
 	}
 	version := int64(c.Version)
+	// A newer round of the cluster, applied here meanwhile from another
+	// gateway's record, is not written over (a round recorded here only,
+	// version 0, is).
+	upTo := version
+	if upTo == 0 {
+		upTo = math.MaxInt64
+	}
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM deliveries WHERE event_seq = ? AND route = ?`, d.EventSeq, d.Route).Scan(&id)
 	switch {
@@ -73,8 +81,8 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 				last_status = CASE WHEN ? > 0 THEN ? ELSE last_status END,
 				last_error = CASE WHEN ? > 0 THEN ? ELSE last_error END,
 				next_attempt_at = ?, updated_at = ?, version = max(version, ?)
-			WHERE id = ?`, d.State, c.Attempts, d.Rounds, len(attempts), d.LastStatus, len(attempts), d.LastError,
-			next, now, version, id)
+			WHERE id = ? AND version <= ?`, d.State, c.Attempts, d.Rounds, len(attempts), d.LastStatus, len(attempts),
+			d.LastError, next, now, version, id, upTo)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("delivery: %w", err)

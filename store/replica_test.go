@@ -258,3 +258,30 @@ func TestPruneReplicatedEvents(t *testing.T) {
 		t.Fatalf("the owed event was pruned: %v", err)
 	}
 }
+
+// A round recorded here does not write over a newer round of the
+// cluster applied meanwhile from another gateway's record.
+func TestRecordClusterRoundAfterNewerRecord(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	ev := testEvent("evt_1")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyRecords(ctx, []Record{{Round: roundRec(StateSucceeded, 10, 2, 200)}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "hg_k",
+		State: StateRetrying, Rounds: 1, LastStatus: 500}
+	if err := s.RecordClusterRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 500}},
+		ClusterRound{Origin: "gw1", FirstAttempt: 1, Attempts: 1, Version: 8}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Delivery(ctx, "billing", "stripe", "evt_1")
+	if got.State != StateSucceeded || got.LastStatus != 200 || got.Attempts != 2 {
+		t.Fatalf("the newer round was written over: %+v", got)
+	}
+	if at, _ := s.Attempts(ctx, got.ID); len(at) != 2 {
+		t.Fatalf("attempts %+v: want both rounds'", at)
+	}
+}
