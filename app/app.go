@@ -53,6 +53,8 @@ type App struct {
 	// deliveries is the cluster delivery state (cluster mode only).
 	deliveries *cluster.DeliveryState
 
+	records *cluster.Records // cluster mode only: every gateway's records into this store
+
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
 	http          *fiber.App
@@ -123,6 +125,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"connect jetstream", a.connectBroker},
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
+		{"start cluster records", a.startRecords},
 		{"build deliveries", a.buildEngine},
 		{"ready cluster delivery state", a.ensureDeliveries},
 		{"start outbox relay", a.startRelay},

@@ -63,6 +63,37 @@ func (a *App) startClaims(ctx context.Context) error {
 	return nil
 }
 
+// startRecords starts the replication of every gateway's events and
+// rounds into every gateway's store (cluster mode only): the records
+// stream is created now if NATS answers, else by the loops once it does.
+func (a *App) startRecords(ctx context.Context) error {
+	if a.claims == nil {
+		return nil
+	}
+	b := a.broker
+	r, err := cluster.NewRecords(a.store, cluster.RecordsConfig{
+		Gateway:    a.claims.Gateway(),
+		Replicas:   a.cfg.NATS.Replicas,
+		TTL:        a.cfg.Cluster.RecordsTTL,
+		JetStream:  func() natsjs.JetStream { return b.JetStream() },
+		Registerer: a.Registry,
+	}, a.log.With("component", "records"))
+	if err != nil {
+		return err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Ensure(ectx); err != nil {
+		a.log.Warn("cluster records: the stream could not be readied; records wait for NATS", "err", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	a.records = r
+	a.started("cluster records", r)
+	return nil
+}
+
 // newGatewayID names a gateway: its host name and 8 random hex digits.
 func newGatewayID() string {
 	host, _ := os.Hostname()
@@ -91,11 +122,15 @@ func (a *App) relayPublisher() relay.Publisher {
 		Help: "Events stored here whose cluster claim another gateway holds: recorded, not published here.",
 	})
 	a.Registry.MustRegister(elsewhere)
-	return &relay.ClaimingPublisher{
+	p := &relay.ClaimingPublisher{
 		Claims: a.claims, Next: a.broker, Store: a.store,
 		OnElsewhere: func(*store.Event, string) { elsewhere.Inc() },
 		Log:         a.log.With("component", "relay"),
 	}
+	if a.records != nil {
+		p.Records = a.records
+	}
+	return p
 }
 
 // deliveryState is where deliveries stand: with cluster.enabled, the
@@ -107,11 +142,15 @@ func (a *App) deliveryState() outbound.DeliveryState {
 		return nil
 	}
 	b := a.broker
-	a.deliveries = cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cluster.DeliveryStateConfig{
+	cfg := cluster.DeliveryStateConfig{
 		Replicas: a.cfg.NATS.Replicas,
 		TTL:      a.cfg.Retention.Events,
 		Routes:   outboundRoutes(a.cfg.Routes),
 		Tasks:    outboundTasks(a.cfg.Tasks),
-	}, a.log.With("component", "cluster"))
+	}
+	if a.records != nil {
+		cfg.Replica, cfg.Origin, cfg.OnRecorded = a.store, a.claims.Gateway(), a.records.Notify
+	}
+	a.deliveries = cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cfg, a.log.With("component", "cluster"))
 	return a.deliveries
 }

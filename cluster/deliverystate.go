@@ -42,6 +42,19 @@ type DeliveryStateConfig struct {
 	// Wait bounds each KV request; a claim not made within it is not made.
 	// Default 5s.
 	Wait time.Duration
+	// Replica, if set, records each round in the local store with its
+	// record for the other gateways (store.RecordClusterRound, see
+	// Records), under the gateway name Origin, and OnRecorded (if set) is
+	// called after each record written. Unset, rounds are recorded with
+	// the local StatusRecorder's RecordRound.
+	Replica    ClusterRoundRecorder
+	Origin     string
+	OnRecorded func()
+}
+
+// ClusterRoundRecorder records a round with its record (store.Store).
+type ClusterRoundRecorder interface {
+	RecordClusterRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt, c store.ClusterRound) error
 }
 
 // DeliveryState is an outbound.DeliveryState shared by every gateway of a
@@ -78,6 +91,17 @@ type claim struct {
 	rev      uint64
 	rec      record
 	recorded bool // the round's outcome was written, ending the lease
+	// unsent is the round whose outcome Record could not write: Release
+	// writes it, and then (with Replica) records it with its record.
+	unsent *unsentRound
+}
+
+// unsentRound is a round recorded locally only, waiting for its outcome's
+// revision in the bucket.
+type unsentRound struct {
+	d        store.Delivery
+	attempts []store.Attempt
+	c        store.ClusterRound
 }
 
 // record is a delivery's KV entry.
@@ -424,8 +448,9 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	delete(s.held, key)
 	var rev uint64
 	var next record
+	var unsent *unsentRound
 	if c != nil && !c.recorded {
-		rev, next = c.rev, c.rec
+		rev, next, unsent = c.rev, c.rec, c.unsent
 	}
 	s.mu.Unlock()
 	if rev == 0 {
@@ -438,7 +463,27 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 		defer cancel()
 		var kv natsjs.KeyValue
 		if kv, err = s.bucket(ctx); err == nil {
-			_, err = kv.Update(ctx, key, data, rev)
+			var nrev uint64
+			nrev, err = kv.Update(ctx, key, data, rev)
+			if errors.Is(err, natsjs.ErrKeyRevisionMismatch) && unsent != nil {
+				// Record's write may have been committed after all, its
+				// answer lost (the quorum came back): then it is ours.
+				if cur, crev, found, gerr := s.get(ctx, key); gerr == nil && found && cur == next {
+					nrev, err = crev, nil
+				}
+			}
+			rev = nrev
+		}
+	}
+	if err == nil && unsent != nil {
+		// The outcome is the cluster's now: its record goes to the other
+		// gateways (the round is written again, the same, with it).
+		unsent.c.Version = rev
+		if err := s.cfg.Replica.RecordClusterRound(context.Background(), &unsent.d, unsent.attempts, unsent.c); err != nil {
+			s.log.Warn("cannot record a delivery round's record; the other gateways miss it", "route", k.Route,
+				"source", k.Source, "event_id", k.EventID, "err", err)
+		} else if s.cfg.OnRecorded != nil {
+			s.cfg.OnRecorded()
 		}
 	}
 	if err != nil {
@@ -504,7 +549,23 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	}
 	next := after(claimed, d, len(attempts))
 	rev, kerr := s.write(ctx, key, next, rev)
-	lerr := s.local.RecordRound(ctx, d, attempts)
+	var lerr error
+	var unsent *unsentRound
+	if s.cfg.Replica != nil {
+		cr := store.ClusterRound{Origin: s.cfg.Origin, FirstAttempt: claimed.Attempts + 1, Attempts: next.Attempts}
+		if kerr == nil {
+			cr.Version = rev // else no record yet: the round is not the cluster's (see Release)
+		}
+		lerr = s.cfg.Replica.RecordClusterRound(ctx, d, attempts, cr)
+		switch {
+		case lerr == nil && cr.Version > 0 && s.cfg.OnRecorded != nil:
+			s.cfg.OnRecorded()
+		case lerr == nil && kerr != nil && !errors.Is(kerr, ErrFenced):
+			unsent = &unsentRound{d: *d, attempts: copyAttempts(attempts), c: cr}
+		}
+	} else {
+		lerr = s.local.RecordRound(ctx, d, attempts)
+	}
 	s.mu.Lock()
 	switch {
 	case kerr == nil:
@@ -512,7 +573,7 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	case errors.Is(kerr, ErrFenced):
 		c.recorded = true // the lease is another's: nothing to release
 	default:
-		c.rec = next // Release writes the outcome, if the bucket answers by then
+		c.rec, c.unsent = next, unsent // Release writes the outcome, if the bucket answers by then
 	}
 	s.mu.Unlock()
 	if kerr != nil {
@@ -523,6 +584,17 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	}
 	d.Attempts = next.Attempts
 	return nil
+}
+
+// copyAttempts copies attempts, their responses included (kept past the
+// round).
+func copyAttempts(attempts []store.Attempt) []store.Attempt {
+	out := make([]store.Attempt, len(attempts))
+	for i, a := range attempts {
+		a.Response = append([]byte(nil), a.Response...)
+		out[i] = a
+	}
+	return out
 }
 
 // write updates key to rec over revision rev, trying again for Wait while

@@ -292,4 +292,9 @@ type Cluster struct {
 	// claims it before publishing); the task API's requests to the claims
 	// share it too. Default 500ms.
 	ClaimTimeout time.Duration `yaml:"claim_timeout"`
+	// RecordsTTL is how long the records stream (HOOKGATE_RECORDS) keeps
+	// each event and delivery round it replicates to every gateway: a
+	// gateway away for longer misses what expired meanwhile. Default
+	// retention.events.
+	RecordsTTL time.Duration `yaml:"records_ttl"`
 }

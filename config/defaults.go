@@ -155,6 +155,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.Retention.Interval, "retention.interval", DefaultRetentionInterval)
 	dur(&c.Cluster.ClaimTTL, "cluster.claim_ttl", c.Retention.Events)
 	dur(&c.Cluster.ClaimTimeout, "cluster.claim_timeout", DefaultClaimTimeout)
+	dur(&c.Cluster.RecordsTTL, "cluster.records_ttl", c.Retention.Events)
 
 	num(&c.HTTP.MaxConnections, "http.max_connections", DefaultMaxConnections)
 	dur(&c.HTTP.ReadTimeout, "http.read_timeout", DefaultHTTPReadTimeout)

@@ -146,7 +146,7 @@ func TestFullExample(t *testing.T) {
 		Metrics:   Metrics{Token: "metrics-token-0123456789"},
 		HTTP: HTTP{MaxConnections: 1000, ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second,
 			IdleTimeout: time.Minute, BodyMemory: 32 << 20},
-		Cluster: Cluster{Enabled: true, ClaimTTL: 72 * time.Hour, ClaimTimeout: 2 * time.Second},
+		Cluster: Cluster{Enabled: true, ClaimTTL: 72 * time.Hour, ClaimTimeout: 2 * time.Second, RecordsTTL: 96 * time.Hour},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%#v\nwant\n%#v", got, want)

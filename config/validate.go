@@ -89,6 +89,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	}
 	v.positiveDuration("cluster.claim_ttl", c.Cluster.ClaimTTL)
 	v.positiveDuration("cluster.claim_timeout", c.Cluster.ClaimTimeout)
+	v.positiveDuration("cluster.records_ttl", c.Cluster.RecordsTTL)
 	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/store"
@@ -44,6 +45,10 @@ type ClaimingPublisher struct {
 	Store  ElsewhereRecorder
 	// Timeout bounds each claim. Default 5s.
 	Timeout time.Duration
+	// Records, if set, publishes the record of each event this gateway
+	// holds before the event itself; the event leaves the outbox only
+	// once both are acknowledged.
+	Records EventRecordPublisher
 	// OnElsewhere, if set, is called for each event another gateway holds.
 	OnElsewhere func(ev *store.Event, holder string)
 	Log         *slog.Logger
@@ -62,7 +67,18 @@ func (p *ClaimingPublisher) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, 
 		return nil, fmt.Errorf("claim before publishing: %w", err)
 	}
 	if holder == "" {
-		return p.Next.PublishEvent(ev)
+		if p.Records == nil {
+			return p.Next.PublishEvent(ev)
+		}
+		rf, err := p.Records.PublishEventRecord(ev)
+		if err != nil {
+			return nil, fmt.Errorf("publish the event's record: %w", err)
+		}
+		f, err := p.Next.PublishEvent(ev)
+		if err != nil {
+			return nil, err
+		}
+		return both(rf, f), nil
 	}
 	if err := p.Store.ClaimedElsewhere(ctx, ev.Seq, holder, time.Now()); err != nil {
 		return nil, err
@@ -76,3 +92,40 @@ func (p *ClaimingPublisher) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, 
 	}
 	return nil, fmt.Errorf("%s/%s: %w %s", ev.Source, ev.ID, ErrHeldElsewhere, holder)
 }
+
+// EventRecordPublisher publishes the record of an event this gateway
+// holds to the cluster's other gateways (cluster.Records).
+type EventRecordPublisher interface {
+	PublishEventRecord(ev *store.Event) (natsjs.PubAckFuture, error)
+}
+
+// pair is the future of an event published after its record: its
+// PubAck once both are acknowledged, else the first error.
+type pair struct {
+	ev  natsjs.PubAckFuture
+	ok  chan *natsjs.PubAck
+	err chan error
+}
+
+func both(rec, ev natsjs.PubAckFuture) natsjs.PubAckFuture {
+	p := &pair{ev: ev, ok: make(chan *natsjs.PubAck, 1), err: make(chan error, 1)}
+	go func() {
+		select {
+		case <-rec.Ok():
+		case err := <-rec.Err():
+			p.err <- fmt.Errorf("the event's record: %w", err)
+			return
+		}
+		select {
+		case a := <-ev.Ok():
+			p.ok <- a
+		case err := <-ev.Err():
+			p.err <- err
+		}
+	}()
+	return p
+}
+
+func (p *pair) Ok() <-chan *natsjs.PubAck { return p.ok }
+func (p *pair) Err() <-chan error         { return p.err }
+func (p *pair) Msg() *nats.Msg            { return p.ev.Msg() }

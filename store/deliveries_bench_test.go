@@ -185,3 +185,33 @@ func roundOp(d *Delivery, attempts []Attempt) *op {
 	o.round, o.attempts, o.now = d, attempts, time.Now().UnixMilli()
 	return o
 }
+
+// BenchmarkRecordClusterRound is BenchmarkRecordRound in cluster mode:
+// the round with the cluster's attempt numbers and its record for the
+// other gateways (records_out), in one transaction.
+func BenchmarkRecordClusterRound(b *testing.B) {
+	var commits, writes atomic.Int64
+	s := openBenchStore(b, &commits, &writes)
+	var n atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 CPUs
+	b.ReportAllocs()
+	c0 := gatewaytest.CPUTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			id := fmt.Sprintf("evt_%016x", rand.Uint64()) // random, as real event IDs
+			d := &Delivery{EventSeq: i, Route: "billing", Source: "stripe", EventID: id, EventType: "invoice.paid",
+				IdempotencyKey: fmt.Sprintf("hg_%d", i), State: StateSucceeded, LastStatus: 204}
+			at := []Attempt{{StartedAt: time.Now(), Duration: time.Millisecond, Status: 204, Response: []byte{}}}
+			c := ClusterRound{Origin: "gw1", FirstAttempt: 1, Attempts: 1, Version: uint64(i)}
+			if err := s.RecordClusterRound(context.Background(), d, at, c); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(gatewaytest.CPUTime()-c0)/float64(b.N), "cpu-ns/op")
+	reportWrites(b, &commits, &writes)
+}

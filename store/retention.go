@@ -63,6 +63,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 		rows, err := tx.Query(`SELECT e.seq, e.source, e.event_id, e.event_type, e.received_at,
 				NOT EXISTS (SELECT 1 FROM outbox o WHERE o.seq = e.seq),
 				EXISTS (SELECT 1 FROM claimed_elsewhere x WHERE x.seq = e.seq)
+					AND NOT EXISTS (SELECT 1 FROM replica_events r WHERE r.seq = e.seq)
 			FROM events e INDEXED BY events_received
 			WHERE e.received_at < ? AND (e.received_at, e.seq) > (?, ?)
 			ORDER BY e.received_at, e.seq LIMIT ?`, before.UnixMilli(), after.ReceivedAt, after.Seq, limit)
@@ -72,7 +73,9 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, after EventCu
 		type candidate struct {
 			ev        OldEvent
 			published bool
-			elsewhere bool // claimed by another gateway: nothing to deliver here
+			// Claimed by another gateway and no record of it applied here:
+			// nothing to deliver, nothing to learn of its deliveries here.
+			elsewhere bool
 		}
 		var cands []candidate
 		for rows.Next() {
@@ -166,6 +169,7 @@ func deleteEvent(tx *sql.Tx, ev *OldEvent) (PruneResult, error) {
 		exec(nil, `DELETE FROM published WHERE seq = ?`, ev.Seq), // never in the outbox: see PruneEvents
 		exec(nil, `DELETE FROM parked WHERE seq = ?`, ev.Seq),
 		exec(nil, `DELETE FROM claimed_elsewhere WHERE seq = ?`, ev.Seq),
+		exec(nil, `DELETE FROM replica_events WHERE seq = ?`, ev.Seq),
 	)
 	if err == nil && ev.Source == TaskSource {
 		err = exec(nil, `DELETE FROM tasks WHERE id = ?`, ev.ID)

@@ -1,0 +1,515 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/internal/startstop"
+	"github.com/hookgate/hookgate/store"
+)
+
+// RecordsConfig configures NewRecords; zero values take the stated
+// defaults.
+type RecordsConfig struct {
+	// Gateway names this gateway in the records it publishes (its cluster
+	// claims' name). Required.
+	Gateway string
+	// Stream is the records stream. Default "HOOKGATE_RECORDS".
+	Stream string
+	// Replicas of the stream. Default 1.
+	Replicas int
+	// TTL is how long the stream keeps a record (its MaxAge). Required.
+	TTL time.Duration
+	// JetStream returns the broker's current JetStream context (nil while
+	// not connected).
+	JetStream func() natsjs.JetStream
+	// Batch is the most records published or applied at once. Default 256.
+	Batch int
+	// Poll is how often records_out is read without a Notify. Default 1s.
+	Poll time.Duration
+	// Registerer, if set, takes the metrics.
+	Registerer prometheus.Registerer
+}
+
+// Defaults of RecordsConfig.
+const (
+	DefaultRecordsStream = "HOOKGATE_RECORDS"
+	recordsSubjects      = "hookgate.records.>"
+	recordsDuplicates    = 2 * time.Minute
+	// HeaderRecord carries an event record's JSON; the body is the data.
+	HeaderRecord = "Hookgate-Record"
+)
+
+// RecordsStore is what Records needs of the store.
+type RecordsStore interface {
+	RecordsOut(ctx context.Context, limit int) ([]store.OutRecord, error)
+	DeleteRecordsOut(ctx context.Context, ids []int64) error
+	CountRecordsOut(ctx context.Context) (int64, error)
+	ApplyRecords(ctx context.Context, recs []store.Record, through uint64) error
+	RecordsPosition(ctx context.Context) (uint64, error)
+	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
+	TaskScope(ctx context.Context, id string) (string, error)
+}
+
+// Records makes every gateway's store a replica of the cluster's record.
+// Each event's holder publishes its record (PublishEventRecord, before
+// the event itself) and each round's record is written in records_out
+// with the round (store.RecordClusterRound) and published from there,
+// deleted on its PubAck; every gateway applies the other gateways'
+// records from the stream, in order, from the sequence after the last one
+// it applied (kept in its store with what it applied).
+type Records struct {
+	cfg   RecordsConfig
+	store RecordsStore
+	log   *slog.Logger
+
+	wake       chan struct{}
+	pubLoop    startstop.Loop
+	applyLoop  startstop.Loop
+	ensureMu   sync.Mutex
+	ensuredJS  natsjs.JetStream // the context the stream was last made or updated with
+	warnedGap  atomic.Bool
+	published  prometheus.Counter
+	applied    prometheus.Counter
+	missed     prometheus.Counter
+	pubWarned  atomic.Int64 // unix ms of the last warning of the publisher
+	followWarn atomic.Int64 // and of the applier
+}
+
+// NewRecords returns the replication of records between the gateways;
+// Start runs it.
+func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records, error) {
+	if cfg.Gateway == "" {
+		return nil, errors.New("cluster records: no gateway name")
+	}
+	if cfg.TTL <= 0 {
+		return nil, errors.New("cluster records: no ttl")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultRecordsStream
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	r := &Records{cfg: cfg, store: st, log: log, wake: make(chan struct{}, 1),
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_published_total",
+			Help: "Records (events and delivery rounds) this gateway published to the records stream."}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_applied_total",
+			Help: "Records of other gateways applied to this gateway's store."}),
+		missed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_missed_total",
+			Help: "Records the stream no longer held when this gateway came to read them (away longer than cluster.records_ttl)."}),
+	}
+	if cfg.Registerer != nil {
+		outbox := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_cluster_records_outbox",
+			Help: "Round records waiting to be published to the records stream."}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			n, _ := st.CountRecordsOut(ctx)
+			return float64(n)
+		})
+		if err := errors.Join(cfg.Registerer.Register(r.published), cfg.Registerer.Register(r.applied),
+			cfg.Registerer.Register(r.missed), cfg.Registerer.Register(outbox)); err != nil {
+			return nil, fmt.Errorf("cluster records: metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Ensure creates the records stream, or updates it to the config.
+func (r *Records) Ensure(ctx context.Context) error {
+	js := r.cfg.JetStream()
+	if js == nil {
+		return errors.New("cluster records: not connected to nats")
+	}
+	r.ensureMu.Lock()
+	defer r.ensureMu.Unlock()
+	if r.ensuredJS == js {
+		return nil
+	}
+	_, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+		Name:        r.cfg.Stream,
+		Description: "hookgate: every gateway's events and delivery rounds, applied by every gateway",
+		Subjects:    []string{recordsSubjects},
+		Retention:   natsjs.LimitsPolicy,
+		Storage:     natsjs.FileStorage,
+		Replicas:    r.cfg.Replicas,
+		MaxAge:      r.cfg.TTL,
+		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
+	})
+	if err != nil {
+		return fmt.Errorf("cluster records: stream %s: %w", r.cfg.Stream, err)
+	}
+	r.ensuredJS = js
+	return nil
+}
+
+// forget makes the next Ensure ask the server again.
+func (r *Records) forget() {
+	r.ensureMu.Lock()
+	r.ensuredJS = nil
+	r.ensureMu.Unlock()
+}
+
+// Start runs the publisher of records_out and the applier of the stream.
+func (r *Records) Start(ctx context.Context) error {
+	r.pubLoop.Start(ctx, r.publishLoop)
+	r.applyLoop.Start(ctx, r.followLoop)
+	return nil
+}
+
+// Stop stops both loops; what is not published stays in records_out.
+func (r *Records) Stop(context.Context) error {
+	r.applyLoop.Stop()
+	r.pubLoop.Stop()
+	return nil
+}
+
+// Notify wakes the publisher: a round's record was written.
+func (r *Records) Notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// PublishEventRecord publishes the record of ev, an event this gateway
+// holds the claim of, with its headers (and, for a task, its owner) from
+// the store, under a Nats-Msg-Id of its own: a repeat is harmless.
+func (r *Records) PublishEventRecord(ev *store.Event) (natsjs.PubAckFuture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Ensure(ctx); err != nil {
+		return nil, err
+	}
+	full, err := r.store.EventBySeq(ctx, ev.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("event record %s/%s: %w", ev.Source, ev.ID, err)
+	}
+	rec := store.EventRecord{Origin: r.cfg.Gateway, Source: full.Source, ID: full.ID, Type: full.Type,
+		ContentType: full.ContentType, Headers: full.Headers, ReceivedAt: full.ReceivedAt.UnixMilli()}
+	if !json.Valid(rec.Headers) {
+		rec.Headers = nil
+	}
+	if full.Source == store.TaskSource {
+		if rec.Scope, err = r.store.TaskScope(ctx, full.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("event record %s/%s: %w", ev.Source, ev.ID, err)
+		}
+	}
+	meta, err := json.Marshal(&rec)
+	if err != nil {
+		return nil, err
+	}
+	js := r.cfg.JetStream()
+	if js == nil {
+		return nil, errors.New("cluster records: not connected to nats")
+	}
+	msg := &nats.Msg{Subject: store.EventRecordSubject, Header: nats.Header{}, Data: full.Body}
+	msg.Header.Set(HeaderRecord, string(meta))
+	f, err := js.PublishMsgAsync(msg, natsjs.WithMsgID("event:"+Key(full.Source, full.ID)))
+	if err != nil {
+		return nil, fmt.Errorf("event record %s/%s: %w", ev.Source, ev.ID, err)
+	}
+	r.published.Inc()
+	return f, nil
+}
+
+// warnEvery rate-limits a loop's warnings.
+func warnEvery(last *atomic.Int64, every time.Duration) bool {
+	now := time.Now().UnixMilli()
+	prev := last.Load()
+	return now-prev >= every.Milliseconds() && last.CompareAndSwap(prev, now)
+}
+
+// publishLoop publishes records_out until stopped, deleting each record
+// on its PubAck.
+func (r *Records) publishLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		n, err := r.publishOut(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if warnEvery(&r.pubWarned, 30*time.Second) {
+				r.log.Warn("cluster records: cannot publish round records; they wait in the store", "err", err)
+			}
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		case n == r.cfg.Batch:
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		poll.Reset(r.cfg.Poll)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// publishOut publishes one batch of records_out; n is the batch's size.
+func (r *Records) publishOut(ctx context.Context) (n int, err error) {
+	recs, err := r.store.RecordsOut(ctx, r.cfg.Batch)
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = r.Ensure(ectx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	js := r.cfg.JetStream()
+	if js == nil {
+		return 0, errors.New("cluster records: not connected to nats")
+	}
+	futures := make([]natsjs.PubAckFuture, 0, len(recs))
+	for _, rec := range recs {
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: rec.Subject, Data: rec.Data}, natsjs.WithMsgID(rec.MsgID))
+		if err != nil {
+			break
+		}
+		futures = append(futures, f)
+	}
+	var acked []int64
+	wait := time.NewTimer(10 * time.Second)
+	defer wait.Stop()
+	var ferr error
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			acked = append(acked, recs[i].ID)
+			continue
+		case e := <-f.Err():
+			ferr = e
+		case <-wait.C:
+			ferr = errors.New("no ack within 10s")
+		case <-ctx.Done():
+			ferr = ctx.Err()
+		}
+		break
+	}
+	if ferr != nil {
+		r.forget() // the stream may be gone: made again at the next try
+	}
+	if err := r.store.DeleteRecordsOut(context.WithoutCancel(ctx), acked); err != nil {
+		return 0, err
+	}
+	r.published.Add(float64(len(acked)))
+	if ferr == nil && len(futures) < len(recs) {
+		ferr = errors.New("publish failed")
+	}
+	if ferr != nil {
+		return len(acked), fmt.Errorf("cluster records: publish: %w", ferr)
+	}
+	return len(recs), nil
+}
+
+// followLoop applies the records stream until stopped, starting again
+// from the store's position after any error.
+func (r *Records) followLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && warnEvery(&r.followWarn, 30*time.Second) {
+			r.log.Warn("cluster records: cannot read the records stream; trying again", "err", err)
+		}
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// follow reads the stream with an ordered consumer from the sequence
+// after the store's position and applies what it reads, in batches,
+// until an error or ctx ends.
+func (r *Records) follow(ctx context.Context) error {
+	pos, err := r.store.RecordsPosition(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.Ensure(sctx); err != nil {
+		return err
+	}
+	js := r.cfg.JetStream()
+	if js == nil {
+		return errors.New("cluster records: not connected to nats")
+	}
+	stream, err := js.Stream(sctx, r.cfg.Stream)
+	if err != nil {
+		r.forget()
+		return fmt.Errorf("cluster records: stream: %w", err)
+	}
+	if last := stream.CachedInfo().State.LastSeq; last < pos {
+		r.log.Warn("cluster records: the records stream is behind what this gateway applied (made anew?); reading it from its start",
+			"applied", pos, "stream_last", last)
+		pos = 0
+	}
+	occ := natsjs.OrderedConsumerConfig{DeliverPolicy: natsjs.DeliverAllPolicy}
+	if pos > 0 {
+		occ.DeliverPolicy, occ.OptStartSeq = natsjs.DeliverByStartSequencePolicy, pos+1
+	}
+	cons, err := stream.OrderedConsumer(sctx, occ)
+	if err != nil {
+		return fmt.Errorf("cluster records: consumer: %w", err)
+	}
+	it, err := cons.Messages(natsjs.PullMaxMessages(r.cfg.Batch))
+	if err != nil {
+		return fmt.Errorf("cluster records: consumer: %w", err)
+	}
+	msgs := make(chan natsjs.Msg, r.cfg.Batch)
+	errc := make(chan error, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() {
+		it.Stop()
+		close(stop)
+		wg.Wait()
+	}()
+	batch := make([]natsjs.Msg, 0, r.cfg.Batch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return fmt.Errorf("cluster records: read: %w", err)
+		case m := <-msgs:
+			batch = append(batch, m)
+		}
+	more:
+		for len(batch) < r.cfg.Batch {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		if pos, err = r.apply(ctx, batch, pos); err != nil {
+			return err
+		}
+	}
+}
+
+// apply applies a batch of messages read after pos, and returns the new
+// position.
+func (r *Records) apply(ctx context.Context, batch []natsjs.Msg, pos uint64) (uint64, error) {
+	recs := make([]store.Record, 0, len(batch))
+	for _, m := range batch {
+		md, err := m.Metadata()
+		if err != nil {
+			return pos, fmt.Errorf("cluster records: metadata: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq <= pos {
+			continue
+		}
+		if pos > 0 && seq > pos+1 {
+			r.missed.Add(float64(seq - pos - 1))
+			if !r.warnedGap.Swap(true) {
+				r.log.Warn("cluster records: the records stream no longer holds records this gateway had not applied (away longer than cluster.records_ttl); going on from the first one held",
+					"applied", pos, "next_held", seq, "missed", seq-pos-1)
+			}
+		}
+		pos = seq
+		rec, err := r.decode(m)
+		if err != nil {
+			r.log.Warn("cluster records: an unreadable record; skipped", "stream_seq", seq, "err", err)
+			continue
+		}
+		if rec.Event != nil || rec.Round != nil {
+			recs = append(recs, rec)
+		}
+	}
+	if err := r.store.ApplyRecords(context.WithoutCancel(ctx), recs, pos); err != nil {
+		return pos, err
+	}
+	r.applied.Add(float64(len(recs)))
+	return pos, nil
+}
+
+// decode reads a record; one this gateway published is left empty.
+func (r *Records) decode(m natsjs.Msg) (store.Record, error) {
+	return decodeRecord(m.Subject(), m.Headers().Get(HeaderRecord), m.Data(), r.cfg.Gateway)
+}
+
+// decodeRecord reads a record of the stream (subject, the HeaderRecord
+// header, data); one that gateway self published is left empty, as is a
+// kind this version does not know.
+func decodeRecord(subject, meta string, data []byte, self string) (store.Record, error) {
+	switch {
+	case subject == store.EventRecordSubject:
+		var e store.EventRecord
+		if err := json.Unmarshal([]byte(meta), &e); err != nil {
+			return store.Record{}, err
+		}
+		if e.Origin == self {
+			return store.Record{}, nil
+		}
+		if e.Source == "" || e.ID == "" {
+			return store.Record{}, errors.New("an event record without a source or an id")
+		}
+		e.Body = append([]byte{}, data...)
+		return store.Record{Event: &e}, nil
+	case subject == store.RoundRecordSubject:
+		var rd store.RoundRecord
+		if err := json.Unmarshal(data, &rd); err != nil {
+			return store.Record{}, err
+		}
+		if rd.Origin == self {
+			return store.Record{}, nil
+		}
+		if rd.Route == "" || rd.Source == "" || rd.EventID == "" {
+			return store.Record{}, errors.New("a round record without a route, source or event id")
+		}
+		return store.Record{Round: &rd}, nil
+	case strings.HasPrefix(subject, "hookgate.records."):
+		return store.Record{}, nil // a kind of a later version: not this one's
+	}
+	return store.Record{}, fmt.Errorf("subject %q", subject)
+}

@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// In cluster mode every gateway's store is a replica of the cluster's
+// record: the events and delivery rounds of every gateway reach it as
+// records through a JetStream stream (package cluster), and ApplyRecords
+// writes them here. Single-node mode writes none of these tables.
+
+// Subjects of the records stream's messages.
+const (
+	EventRecordSubject = "hookgate.records.event"
+	RoundRecordSubject = "hookgate.records.round"
+)
+
+// EventRecord is an accepted event as the records stream carries it: this
+// JSON in a header, the body as the message's data.
+type EventRecord struct {
+	Origin      string          `json:"origin"` // the gateway holding the event's claim
+	Source      string          `json:"source"`
+	ID          string          `json:"id"`
+	Type        string          `json:"type,omitempty"`
+	ContentType string          `json:"content_type,omitempty"`
+	Headers     json.RawMessage `json:"headers,omitempty"`
+	ReceivedAt  int64           `json:"received_at"`     // unix ms
+	Scope       string          `json:"scope,omitempty"` // a task's owner (source TaskSource)
+	Body        []byte          `json:"-"`
+}
+
+// RoundRecord is a delivery as it stands after a round, as the records
+// stream carries it (JSON): the delivery's row and the round's attempts.
+type RoundRecord struct {
+	Origin         string `json:"origin"`
+	Route          string `json:"route"`
+	Source         string `json:"source"`
+	EventID        string `json:"event_id"`
+	EventType      string `json:"event_type,omitempty"`
+	IdempotencyKey string `json:"idempotency_key"`
+	State          string `json:"state"`
+	Attempts       int    `json:"attempts"` // in the whole cluster
+	Rounds         int    `json:"rounds"`
+	LastStatus     int    `json:"last_status,omitempty"`
+	LastError      string `json:"last_error,omitempty"`
+	NextAttemptAt  int64  `json:"next_attempt_at,omitempty"` // unix ms
+	CreatedAt      int64  `json:"created_at"`
+	UpdatedAt      int64  `json:"updated_at"`
+	// Version orders a delivery's records: the revision of its entry in
+	// the cluster's delivery-state bucket that the round wrote.
+	Version uint64 `json:"version"`
+	// FirstAttempt is the number of AttemptList's first attempt.
+	FirstAttempt int             `json:"first_attempt,omitempty"`
+	AttemptList  []RecordAttempt `json:"attempt_list,omitempty"`
+}
+
+// RecordAttempt is one attempt in a RoundRecord.
+type RecordAttempt struct {
+	StartedAt  int64  `json:"started_at"` // unix ms
+	DurationMS int64  `json:"duration_ms"`
+	Status     int    `json:"status,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Response   []byte `json:"response,omitempty"`
+}
+
+// Record is one message of the records stream: an event or a round.
+type Record struct {
+	Event *EventRecord
+	Round *RoundRecord
+}
+
+// metaRecordsPosition is the meta key of the last stream sequence applied.
+const metaRecordsPosition = "records_position"
+
+// RecordsPosition is the stream sequence of the last record applied (0:
+// none yet).
+func (s *Store) RecordsPosition(ctx context.Context) (uint64, error) {
+	v, err := s.Meta(ctx, metaRecordsPosition)
+	if err != nil || v == "" {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("records position %q: %w", v, err)
+	}
+	return n, nil
+}
+
+// ApplyRecords writes records from other gateways and the stream sequence
+// through which they were read, in one transaction: each record is applied
+// once, however often the stream is read again.
+//
+// An event unknown here is stored as its origin's (in replica_events;
+// never in the outbox nor published: its origin publishes it), and the
+// deliveries of it already applied are linked to it; a known one (an adopted copy, or one
+// refused here) takes the record's headers and receipt time. A round is
+// applied only when its Version is newer than the row's; a delivery of an
+// event not known yet is kept under a negative event_seq until the event
+// arrives. Attempts are inserted by their cluster-wide numbers, once.
+func (s *Store) ApplyRecords(ctx context.Context, recs []Record, through uint64) error {
+	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
+		for _, r := range recs {
+			var err error
+			switch {
+			case r.Event != nil:
+				err = applyEvent(tx, r.Event)
+			case r.Round != nil:
+				err = applyRound(tx, r.Round)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaRecordsPosition, strconv.FormatUint(through, 10))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apply records through %d: %w", through, err)
+	}
+	return nil
+}
+
+// eventSeq is the seq of (source, id) here; found is false if unknown.
+func eventSeq(tx *sql.Tx, source, id string) (seq int64, found bool, err error) {
+	err = tx.QueryRow(`SELECT seq FROM events WHERE source = ? AND event_id = ?`, source, id).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return seq, err == nil, err
+}
+
+func applyEvent(tx *sql.Tx, e *EventRecord) error {
+	seq, found, err := eventSeq(tx, e.Source, e.ID)
+	if err != nil {
+		return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
+	}
+	headers := []byte(e.Headers)
+	if len(headers) == 0 {
+		headers = []byte("{}")
+	}
+	if found {
+		if _, err := tx.Exec(`UPDATE events SET headers = ?, received_at = ? WHERE seq = ?`,
+			headers, e.ReceivedAt, seq); err != nil {
+			return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
+		}
+	} else {
+		body := e.Body
+		if body == nil {
+			body = []byte{}
+		}
+		err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`, e.Source, e.ID, e.Type, e.ContentType, headers, body,
+			e.ReceivedAt).Scan(&seq)
+		if err != nil {
+			return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
+		}
+		// Deliveries applied before their event (kept under -id).
+		if _, err := tx.Exec(`UPDATE deliveries SET event_seq = ? WHERE event_seq < 0 AND source = ? AND event_id = ?`,
+			seq, e.Source, e.ID); err != nil {
+			return fmt.Errorf("event record %s/%s: link deliveries: %w", e.Source, e.ID, err)
+		}
+	}
+	if _, err := tx.Exec(`INSERT INTO replica_events (seq, origin) VALUES (?, ?)
+		ON CONFLICT (seq) DO UPDATE SET origin = excluded.origin`, seq, e.Origin); err != nil {
+		return err
+	}
+	if e.Source == TaskSource && e.Scope != "" {
+		if _, err := tx.Exec(`INSERT INTO tasks (id, scope, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			e.ID, e.Scope, e.ReceivedAt); err != nil {
+			return fmt.Errorf("event record %s/%s: task: %w", e.Source, e.ID, err)
+		}
+	}
+	return nil
+}
+
+func applyRound(tx *sql.Tx, r *RoundRecord) error {
+	seq, known, err := eventSeq(tx, r.Source, r.EventID)
+	if err != nil {
+		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	}
+	var id, version int64
+	if known {
+		err = tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq = ? AND route = ?`, seq, r.Route).Scan(&id, &version)
+	} else {
+		err = tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq < 0 AND route = ? AND source = ? AND event_id = ?`,
+			r.Route, r.Source, r.EventID).Scan(&id, &version)
+	}
+	var next any
+	if r.NextAttemptAt != 0 {
+		next = r.NextAttemptAt
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if !known { // kept under -id (the id it is about to get) until its event arrives
+			if err := tx.QueryRow(`SELECT -(coalesce(max(id), 0) + 1) FROM deliveries`).Scan(&seq); err != nil {
+				return err
+			}
+		}
+		err = tx.QueryRow(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
+				attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			seq, r.Route, r.Source, r.EventID, r.EventType, r.IdempotencyKey, r.State, r.Attempts, r.Rounds,
+			r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt, int64(r.Version)).Scan(&id)
+	case err != nil:
+		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	case uint64(version) < r.Version:
+		_, err = tx.Exec(`UPDATE deliveries SET state = ?, attempts = ?, rounds = ?, last_status = ?, last_error = ?,
+				next_attempt_at = ?, created_at = min(created_at, ?), updated_at = ?, version = ? WHERE id = ?`,
+			r.State, r.Attempts, r.Rounds, r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt,
+			int64(r.Version), id)
+	}
+	if err != nil {
+		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	}
+	for i, a := range r.AttemptList {
+		if _, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status, error, response)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, attempt) DO NOTHING`,
+			id, r.FirstAttempt+i, a.StartedAt, a.DurationMS, a.Status, a.Error, a.Response); err != nil {
+			return fmt.Errorf("round record %s %s/%s: attempt: %w", r.Route, r.Source, r.EventID, err)
+		}
+	}
+	return nil
+}
