@@ -203,7 +203,7 @@ func newClusterScenario(t *testing.T, nc *gatewaytest.NATSCluster, n int) *clust
 			Downstream:      fs.URL,
 			RouteTimeout:    2 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
-			Extra:           "cluster: {enabled: true}\n",
+			Extra:           "cluster: {enabled: true}\napi: {tokens: [" + clusterToken + "]}\n",
 		}
 		yaml := strings.Replace(c.yaml(), "connect_timeout: 2s}", "connect_timeout: 2s, replicas: 3, duplicate_window: 1s}", 1)
 		// Each gateway's requests carry its name, for the front.
@@ -377,6 +377,7 @@ func (cs *clusterScenario) verify(victim int, killedAt time.Time) {
 	t.Logf("%s: audited", time.Since(cs.began).Round(time.Millisecond))
 	t.Logf("%d events acknowledged (%d answered \"accepted\" by two gateways); %s; %d forgeries refused; downstream: %d requests, %d answered 2xx, %d (route, event) answered 2xx more than once; all delivered %s after the load; gateway runs %v; lost=%d doubled=%d forged=%d",
 		a.acked, twice, intake, forgeries, a.deliveries, a.ok, resent, s.drained.Round(time.Millisecond), cs.runs, a.lost, a.doubled, a.forged)
+	cs.checkOneView()
 
 	for i, g := range cs.gws {
 		cs.gws[i] = nil
@@ -420,12 +421,12 @@ func (cs *clusterScenario) resentAfterSuccess(victim string, killedAt time.Time)
 }
 
 // checkDBs opens every stopped gateway's database: each is intact, holds
-// no forgery and only genuine bodies, and every acknowledged event is in
-// one of them at least.
+// no forgery and only genuine bodies, and holds every acknowledged event.
 func (cs *clusterScenario) checkDBs() {
 	s, t := cs.s, cs.s.t
 	t.Helper()
 	union := map[string]bool{}
+	acked := s.provider.ackedIDs()
 	for i, c := range cs.cfgs {
 		db, err := openDB(c.dbPath())
 		if err != nil {
@@ -452,9 +453,19 @@ func (cs *clusterScenario) checkDBs() {
 			}
 			union[id] = true
 		}
+		// Every store is a replica of the cluster's record.
+		lacking := 0
+		for id := range acked {
+			if _, ok := stored[id]; !ok {
+				lacking++
+			}
+		}
+		if lacking > 0 {
+			t.Errorf("gateway %d's database lacks %d of %d acknowledged events (not replicated)", i, lacking, len(acked))
+		}
 	}
 	missing := 0
-	for _, id := range slices.Sorted(maps.Keys(s.provider.ackedIDs())) {
+	for _, id := range slices.Sorted(maps.Keys(acked)) {
 		if !union[id] {
 			if missing++; missing <= 5 {
 				t.Errorf("lost: acknowledged event %s is in no gateway's database", id)
