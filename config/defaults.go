@@ -119,10 +119,10 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 			idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
 		}
 		// A location the file gives (header or field) replaces both defaults.
-		if s.IDHeader == "" && s.IDField == "" {
+		if s.IDHeader == "" && s.IDField == "" && s.IDExpr == "" {
 			s.IDHeader, s.IDField = idHeader, idField
 		}
-		if s.TypeHeader == "" && s.TypeField == "" {
+		if s.TypeHeader == "" && s.TypeField == "" && s.TypeExpr == "" {
 			s.TypeHeader, s.TypeField = typeHeader, typeField
 		}
 	}
