@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookgate/hookgate/expr"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
@@ -95,6 +96,7 @@ type source struct {
 	paths                []string // JSON paths to look up: id field, type field (either may be "")
 	needJSON             bool
 	keepHeaders          []string
+	idExpr, typeExpr     *expr.Program // nil: none
 	accepted, duplicate  *outcomeMetrics
 }
 
@@ -145,6 +147,12 @@ type Source struct {
 	// github header "X-GitHub-Event"; otherwise the type is empty.
 	TypeHeader string
 	TypeField  string
+	// IDExpr and TypeExpr are CEL expressions (package expr) giving the
+	// event ID and type, in place of the header or field and the scheme's
+	// default. TypeExpr reads body, headers and source; IDExpr those and
+	// type.
+	IDExpr   string
+	TypeExpr string
 }
 
 // Defaults of Source.
@@ -170,10 +178,10 @@ func (sc Source) withDefaults() Source {
 	case "github":
 		idHeader, typeHeader = "X-GitHub-Delivery", "X-GitHub-Event"
 	}
-	if sc.IDHeader == "" && sc.IDField == "" {
+	if sc.IDHeader == "" && sc.IDField == "" && sc.IDExpr == "" {
 		sc.IDHeader, sc.IDField = idHeader, idField
 	}
-	if sc.TypeHeader == "" && sc.TypeField == "" {
+	if sc.TypeHeader == "" && sc.TypeField == "" && sc.TypeExpr == "" {
 		sc.TypeHeader, sc.TypeField = typeHeader, typeField
 	}
 	return sc
@@ -233,6 +241,9 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 			needJSON: sc.IDField != "" || sc.TypeField != "",
 		}
 		src.keepHeaders = keepHeaders(sc)
+		if err := src.compile(sc); err != nil {
+			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
+		}
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
 		h.sources[sc.Name] = src
@@ -331,6 +342,10 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 	if src.typeHeader != "" {
 		typ, inexact[1] = c.Get(src.typeHeader), false
+	}
+	id, typ, exprErr := h.expressions(c, src, body, id, typ, &inexact, start)
+	if exprErr != nil {
+		return exprErr
 	}
 	if id == "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "missing event id")
