@@ -153,3 +153,45 @@ func TestCostBounded(t *testing.T) {
 		}
 	}
 }
+
+// benchBody is a Stripe-shaped event of about 1 KiB, as cmd/bench sends.
+var benchBody = []byte(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","api_version":"2024-06-20","created":1700000000,"type":"invoice.paid","livemode":false,"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"data":{"object":{"id":"in_1NG8Du2eZvKYlo2C","object":"invoice","currency":"usd","amount_due":4200,"customer":"cus_NG8Du2eZvKYlo2","description":"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. Lorem ipsum dolor sit amet."}}}`)
+
+func BenchmarkParseBody(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseBody(benchBody); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkIDExpr(b *testing.B) {
+	p, err := Compile(`body.id + ":" + body.type`, Text, All)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _, _ := ParseBody(benchBody)
+	in := &Input{Body: body}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Text(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFilter(b *testing.B) {
+	p, err := Compile(`!body.livemode`, Bool, All)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, _, _ := ParseBody(benchBody)
+	in := &Input{Body: body}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Bool(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
