@@ -8,6 +8,7 @@ import (
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -116,5 +117,42 @@ func TestRouteFilter(t *testing.T) {
 	}
 	if !slices.Equal(live, []string{"evt_live"}) {
 		t.Fatalf("route live was sent %v, want only evt_live", live)
+	}
+}
+
+// An event identified by an id_expr is delivered under that ID: its
+// X-Hookgate-Event-Id, and the Idempotency-Key derived from it; two
+// callbacks of one job are two deliveries.
+func TestIDExprDelivered(t *testing.T) {
+	ds := newDownstream(t, nil)
+	g := startGateway(t, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+sources:
+  - {name: jobs, verify: none, id_expr: 'body.job.id + ":" + body.status', type_expr: '"job." + body.status'}
+routes:
+  - {name: callbacks, sources: [jobs], url: %q, filter: 'type != "job.progress"'}
+`, t.TempDir(), ds.URL+"/cb"))
+	for _, st := range []string{"progress", "completed", "failed", "completed"} {
+		g.post(t, "jobs", []byte(`{"job":{"id":"job_42"},"status":"`+st+`"}`), nil)
+	}
+	for _, id := range []string{"job_42:completed", "job_42:failed"} {
+		g.waitState(t, "callbacks", "jobs", id, store.StateSucceeded)
+	}
+	g.waitState(t, "callbacks", "jobs", "job_42:progress", store.StateFiltered)
+	got := map[string]string{}
+	for _, r := range ds.requests() {
+		got[r.eventID] = r.key
+		if r.eventType != "job."+r.eventID[len("job_42:"):] {
+			t.Errorf("%s: X-Hookgate-Event-Type %q", r.eventID, r.eventType)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("delivered %v, want job_42:completed and job_42:failed", got)
+	}
+	for id, key := range got {
+		if key != outbound.IdempotencyKey("callbacks", "jobs", id) {
+			t.Errorf("%s: Idempotency-Key %q is not derived from the ID", id, key)
+		}
 	}
 }
