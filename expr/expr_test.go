@@ -195,3 +195,29 @@ func BenchmarkFilter(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseBodyEncodingJSON is encoding/json's decoding of the same
+// body, for comparison with BenchmarkParseBody.
+func BenchmarkParseBodyEncodingJSON(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := referenceParse(benchBody); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A body nested deeper than MaxDepth is refused before it is walked.
+func TestParseBodyDepth(t *testing.T) {
+	ok := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	if _, _, err := ParseBody([]byte(ok)); err != nil {
+		t.Errorf("depth %d: %v", MaxDepth, err)
+	}
+	deep := strings.Repeat("[", 500000) + strings.Repeat("]", 500000)
+	if _, _, err := ParseBody([]byte(deep)); err == nil {
+		t.Error("depth 500,000 accepted")
+	}
+	if _, _, err := ParseBody([]byte(`{"s":"[[[[\"]]]]"}`)); err != nil {
+		t.Errorf("brackets in a string: %v", err)
+	}
+}

@@ -74,3 +74,43 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseBody: ParseBody (gjson) accepts exactly the bodies
+// encoding/json accepts (within MaxDepth) and gives the same value,
+// numbers compared as encoding/json's json.Number text says.
+func FuzzParseBody(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":[true,false,null,"x"],"c":{"d":1.5e3}}`,
+		`{"id":12345678901234567890,"n":-9223372036854775808,"f":0.1}`,
+		`{"a":1,"a":2}`,
+		`{"s":"\u00e9\ud83d\ude00\n\"\\"}`,
+		`{"bad":"\ud800"}`,
+		"{\"raw\":\"\xff\"}",
+		` [1, 2] `,
+		`{"a":1} x`,
+		`{"a":01}`,
+		`"\u0000"`,
+		`1e999`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, _, err := ParseBody(b)
+		want, werr := referenceParse(b)
+		if werr != nil {
+			if err == nil && shallow(b) {
+				t.Fatalf("ParseBody(%q) accepted what encoding/json refuses: %v", b, werr)
+			}
+			return
+		}
+		if !shallow(b) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("ParseBody(%q) = %v, encoding/json accepts it", b, err)
+		}
+		if !sameValue(got, want) {
+			t.Fatalf("ParseBody(%q) = %#v, encoding/json %#v", b, got, want)
+		}
+	})
+}
