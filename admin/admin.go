@@ -203,7 +203,7 @@ func (h *Handler) owns(ctx context.Context, caller Caller, d *store.Delivery) (b
 }
 
 var states = map[string]bool{store.StatePending: true, store.StateRetrying: true,
-	store.StateSucceeded: true, store.StateDead: true}
+	store.StateSucceeded: true, store.StateDead: true, store.StateFiltered: true}
 
 // ownScanMax bounds the deliveries read to fill one page of a task
 // client's list: its page may be shorter than limit, even empty, with a
@@ -217,7 +217,7 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 		Source: c.Query("source"),
 	}
 	if f.State != "" && !states[f.State] {
-		return badParam("state", "must be pending, retrying, succeeded or dead")
+		return badParam("state", "must be pending, retrying, succeeded, dead or filtered")
 	}
 	limit, err := intParam(c, "limit", 50)
 	if err != nil || limit < 1 || limit > 500 {

@@ -54,6 +54,8 @@ func inboundSources(cs []config.Source) []inbound.Source {
 			IDField:    c.IDField,
 			TypeHeader: c.TypeHeader,
 			TypeField:  c.TypeField,
+			IDExpr:     c.IDExpr,
+			TypeExpr:   c.TypeExpr,
 		}
 	}
 	return out
@@ -67,6 +69,7 @@ func outboundRoutes(cs []config.Route) []outbound.Route {
 			Name:             c.Name,
 			Sources:          c.Sources,
 			Events:           c.Events,
+			Filter:           c.Filter,
 			URL:              c.URL.Reveal(),
 			Secret:           c.Secret.Reveal(),
 			Headers:          c.Headers,

@@ -214,6 +214,15 @@ type Source struct {
 	// github header "X-GitHub-Event"; otherwise none (type is empty).
 	TypeHeader string `yaml:"type_header"`
 	TypeField  string `yaml:"type_field"`
+	// IDExpr is a CEL expression (package expr) whose string result is the
+	// event ID, e.g. `body.job.id + ":" + body.status`; it reads body,
+	// headers, source and type. Replaces id_header / id_field (and the
+	// scheme's default); mutually exclusive with them. Default none.
+	IDExpr string `yaml:"id_expr"`
+	// TypeExpr is a CEL expression whose string result is the event type;
+	// it reads body, headers and source. Replaces type_header / type_field
+	// (and the scheme's default); mutually exclusive with them. Default none.
+	TypeExpr string `yaml:"type_expr"`
 }
 
 // HMAC is the generic HMAC scheme: signature = enc(HMAC(secret, body)).
@@ -245,6 +254,11 @@ type Route struct {
 	// Events are globs on the event type; '*' matches any run of
 	// characters, dots included. Empty: every event.
 	Events []string `yaml:"events"`
+	// Filter is a CEL expression (package expr) over body, source and
+	// type: an event for which it is false, or fails (e.g. a missing
+	// field), is not delivered to this route but recorded as filtered.
+	// Default none: every event the route's sources and events take.
+	Filter string `yaml:"filter"`
 	// URL is the downstream, http or https. Required.
 	URL URL `yaml:"url"`
 	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").

@@ -115,10 +115,10 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 		idHeader, idField := scheme.ID.Header, scheme.ID.Field
 		typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
 		// A location the file gives (header or field) replaces both defaults.
-		if s.IDHeader == "" && s.IDField == "" {
+		if s.IDHeader == "" && s.IDField == "" && s.IDExpr == "" {
 			s.IDHeader, s.IDField = idHeader, idField
 		}
-		if s.TypeHeader == "" && s.TypeField == "" {
+		if s.TypeHeader == "" && s.TypeField == "" && s.TypeExpr == "" {
 			s.TypeHeader, s.TypeField = typeHeader, typeField
 		}
 	}

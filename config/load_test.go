@@ -116,12 +116,17 @@ func TestFullExample(t *testing.T) {
 				Tolerance: DefaultTolerance, MaxBody: DefaultMaxBody,
 				IDField: "data.event_id", TypeField: "data.kind",
 			},
+			{
+				Name: "jobs", Verify: "none", Tolerance: DefaultTolerance, MaxBody: DefaultMaxBody,
+				IDExpr: `body.job.id + ":" + body.status`, TypeExpr: `"job." + body.status`,
+			},
 		},
 		API: API{Tokens: Secrets{"0123456789abcdef0123"}},
 		Routes: []Route{{
 			Name:             "billing",
 			Sources:          []string{"stripe", "shop"},
 			Events:           []string{"invoice.*", "customer.subscription.*"},
+			Filter:           "!has(body.livemode) || body.livemode",
 			URL:              "https://billing.internal:8443/hooks?src=hookgate",
 			Secret:           testStandardSecret,
 			Timeout:          5 * time.Second,

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookgate/hookgate/egress"
+	"github.com/hookgate/hookgate/expr"
 	"github.com/hookgate/hookgate/signature"
 )
 
@@ -234,8 +235,10 @@ func (c *Config) validateSources(v *validator) {
 		v.positiveDuration(p+".tolerance", s.Tolerance)
 		v.positiveInt(p+".max_body", s.MaxBody)
 		v.hmac(p, s, known)
-		v.location(p, "id", s.IDHeader, s.IDField, known && scheme.ID == (signature.Location{}), s.Verify)
+		v.location(p, "id", s.IDHeader, s.IDField, known && s.IDExpr == "" && scheme.ID == (signature.Location{}), s.Verify)
 		v.location(p, "type", s.TypeHeader, s.TypeField, false, s.Verify)
+		v.expression(p, "id", s.IDExpr, s.IDHeader, s.IDField, expr.All)
+		v.expression(p, "type", s.TypeExpr, s.TypeHeader, s.TypeField, expr.Body|expr.Headers|expr.Source)
 	}
 }
 
@@ -340,6 +343,20 @@ func (v *validator) location(p, what, header, field string, required bool, verif
 	}
 }
 
+// expression checks a source's <what>_expr: compiled and type-checked with
+// vars, and not set beside <what>_header or <what>_field.
+func (v *validator) expression(p, what, src, header, field string, vars expr.Vars) {
+	if src == "" {
+		return
+	}
+	if header != "" || field != "" {
+		v.errorf(p, "%s_expr and %s_header / %s_field are mutually exclusive", what, what, what)
+	}
+	if _, err := expr.Compile(src, expr.Text, vars); err != nil {
+		v.errorf(p+"."+what+"_expr", "%v", err)
+	}
+}
+
 // validFieldPath reports whether s is dot-separated non-empty segments
 // without spaces or control characters.
 func validFieldPath(s string) bool {
@@ -359,6 +376,15 @@ func (c *Config) validateRoutes(v *validator) {
 		v.name(p, "route", r.Name, seen)
 		c.routeSources(v, p, r.Sources)
 		v.eventPatterns(p, r.Events)
+		if r.Filter != "" {
+			if _, err := expr.Compile(r.Filter, expr.Bool, expr.Body|expr.Source|expr.Type); err != nil {
+				if _, all := expr.Compile(r.Filter, expr.Bool, expr.All); all == nil {
+					// Deliveries do not carry the request's headers.
+					err = errors.New("headers are not available to a route filter (only body, source and type)")
+				}
+				v.errorf(p+".filter", "%v", err)
+			}
+		}
 		v.target(p, r)
 		v.positiveDuration(p+".timeout", r.Timeout)
 		v.headers(p, r.Headers)

@@ -30,8 +30,17 @@ func (c *nopClaimer) Claim(_ context.Context, ev *store.Event) (bool, error) {
 // router and the handler (verify, find the ID, build the event, answer),
 // without the network or the store: its allocs/op are the handler's own.
 func BenchmarkServeStripe(b *testing.B) {
+	b.Run("id_field", func(b *testing.B) { benchmarkServeStripe(b, "") })
+	b.Run("id_expr", func(b *testing.B) { benchmarkServeStripe(b, `body.id + ":" + body.type`) })
+}
+
+// benchmarkServeStripe is BenchmarkServeStripe with the Stripe source's
+// ID from idExpr, if not empty.
+func benchmarkServeStripe(b *testing.B, idExpr string) {
 	now := time.Now()
-	h, err := New(testSources(), &nopClaimer{}, slog.New(slog.DiscardHandler),
+	sources := testSources()
+	sources[0].IDExpr = idExpr
+	h, err := New(sources, &nopClaimer{}, slog.New(slog.DiscardHandler),
 		Options{Metrics: NewMetrics(prometheus.NewRegistry()), Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookgate/hookgate/expr"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/signature"
 	"github.com/hookgate/hookgate/store"
@@ -97,6 +98,7 @@ type source struct {
 	needJSON             bool
 	keepHeaders          []string
 	handshake            signature.Handshake // nil unless the scheme has one
+	idExpr, typeExpr     *expr.Program       // nil: none
 	accepted, duplicate  *outcomeMetrics
 }
 
@@ -150,6 +152,12 @@ type Source struct {
 	// the type is empty.
 	TypeHeader string
 	TypeField  string
+	// IDExpr and TypeExpr are CEL expressions (package expr) giving the
+	// event ID and type, in place of the header or field and the scheme's
+	// default. TypeExpr reads body, headers and source; IDExpr those and
+	// type.
+	IDExpr   string
+	TypeExpr string
 }
 
 // Defaults of Source.
@@ -169,10 +177,10 @@ func (sc Source) withDefaults() Source {
 	}
 	idHeader, idField := scheme.ID.Header, scheme.ID.Field
 	typeHeader, typeField := scheme.Type.Header, scheme.Type.Field
-	if sc.IDHeader == "" && sc.IDField == "" {
+	if sc.IDHeader == "" && sc.IDField == "" && sc.IDExpr == "" {
 		sc.IDHeader, sc.IDField = idHeader, idField
 	}
-	if sc.TypeHeader == "" && sc.TypeField == "" {
+	if sc.TypeHeader == "" && sc.TypeField == "" && sc.TypeExpr == "" {
 		sc.TypeHeader, sc.TypeField = typeHeader, typeField
 	}
 	return sc
@@ -238,6 +246,9 @@ func New(sources []Source, st Claimer, log *slog.Logger, opts Options) (*Handler
 			if f := scheme.Type.Fallback; f != "" && sc.TypeHeader == "" && sc.TypeField == scheme.Type.Field {
 				src.paths = append(src.paths, f)
 			}
+		}
+		if err := src.compile(sc); err != nil {
+			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
 		}
 		src.accepted = h.metrics.forOutcome(sc.Name, OutcomeAccepted)
 		src.duplicate = h.metrics.forOutcome(sc.Name, OutcomeDuplicate)
@@ -334,6 +345,10 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 	}
 	if src.typeHeader != "" {
 		typ, inexact[1] = c.Get(src.typeHeader), false
+	}
+	id, typ, exprErr := h.expressions(c, src, body, id, typ, (*[2]bool)(inexact[:2]), start)
+	if exprErr != nil {
+		return exprErr
 	}
 	if id == "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "missing event id")

@@ -51,6 +51,12 @@ func testSources() []Source {
 			HMAC:     signature.HMACOptions{Header: "X-Signature", Prefix: "sha512=", Algorithm: "sha512", Encoding: "base64"},
 			IDHeader: "X-Task-Id", TypeField: "task.kind"},
 		{Name: "open", Verify: "none", IDField: "data.id", MaxBody: 64},
+		// Task-queue callbacks: one job, several statuses.
+		{Name: "jobs", Verify: "hmac", Secrets: []string{hmacSecret},
+			HMAC:   signature.HMACOptions{Header: "X-Signature", Prefix: "sha512=", Algorithm: "sha512", Encoding: "base64"},
+			IDExpr: `body.job.id + ":" + body.status`, TypeExpr: `"job." + body.status`},
+		{Name: "byheader", Verify: "none", IDExpr: `headers["x-queue"] + "/" + headers["x-task"] + "/" + type`,
+			TypeExpr: `source + ".task"`},
 	}
 }
 

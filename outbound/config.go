@@ -27,6 +27,10 @@ type Route struct {
 	Sources []string
 	// Events are globs on the event type (see Glob). Empty: every event.
 	Events []string
+	// Filter is a CEL expression over body, source and type (package
+	// expr): an event for which it is false, or fails, is recorded
+	// filtered (store.StateFiltered) and never sent. Empty: none.
+	Filter string
 	// URL is the downstream, http or https. Required.
 	URL string
 	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").

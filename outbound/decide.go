@@ -101,6 +101,7 @@ const (
 	outcomeRetrying  = "retrying"
 	outcomeDead      = "dead"
 	outcomeFailed    = "failed" // an operator's round that failed
+	outcomeFiltered  = "filtered"
 )
 
 // health is a round's word on its downstream, for the breaker.
@@ -205,4 +206,21 @@ func (d decision) unrecorded(stopped bool) decision {
 		d.then = actHandBack
 	}
 	return d
+}
+
+// screen decides what a route's filter's verdict on an event (pass, or
+// evalErr: it could not be evaluated) makes of a round that is due on a
+// delivery standing at prev. run: the round runs. Otherwise the delivery
+// is recorded filtered, terminal, without an attempt (its rounds and
+// last status kept; last error the filter's, if it failed) and the
+// message acked: an evaluation error counts as not matching.
+func screen(prev store.DeliveryStatus, pass bool, evalErr error) (run bool, d decision) {
+	if pass && evalErr == nil {
+		return true, decision{}
+	}
+	next := change{state: store.StateFiltered, rounds: prev.Rounds}
+	if evalErr != nil {
+		next.lastError = "filter: " + evalErr.Error()
+	}
+	return false, decision{record: true, next: next, outcome: outcomeFiltered, health: noWord, then: actAck}
 }

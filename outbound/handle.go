@@ -106,6 +106,9 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	if run, act := admit(prev, err, now); !run {
 		return act
 	}
+	if filtered, act := e.filtered(ctx, r, ev, prev); filtered {
+		return act
+	}
 	t, ok, wait := r.breaker.allow(now)
 	if !ok {
 		return nakFor(wait) // paused: nothing is attempted

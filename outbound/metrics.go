@@ -11,8 +11,10 @@ import (
 
 // Metrics counts delivery rounds and attempts. A nil *Metrics counts nothing.
 type Metrics struct {
-	rounds   *prometheus.CounterVec
-	attempts *prometheus.HistogramVec
+	rounds       *prometheus.CounterVec
+	attempts     *prometheus.HistogramVec
+	filters      *prometheus.CounterVec
+	filterErrors *prometheus.CounterVec
 }
 
 // NewMetrics registers the delivery metrics with reg.
@@ -27,8 +29,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of each HTTP attempt, by route.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
+		filters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_route_filtered_total",
+			Help: "Deliveries a route's filter rejected (recorded filtered, never sent), by route; filter errors included.",
+		}, []string{"route"}),
+		filterErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_route_filter_errors_total",
+			Help: "Route filter evaluations that failed (e.g. a missing field), counted as not matching, by route.",
+		}, []string{"route"}),
 	}
-	reg.MustRegister(m.rounds, m.attempts)
+	reg.MustRegister(m.rounds, m.attempts, m.filters, m.filterErrors)
 	return m
 }
 
@@ -42,6 +52,17 @@ func (m *Metrics) round(route, outcome string, attempts []store.Attempt) {
 	h := m.attempts.WithLabelValues(route)
 	for _, a := range attempts {
 		h.Observe(a.Duration.Seconds())
+	}
+}
+
+// filtered counts a delivery route's filter rejected (errored: it failed).
+func (m *Metrics) filtered(route string, errored bool) {
+	if m == nil {
+		return
+	}
+	m.filters.WithLabelValues(route).Inc()
+	if errored {
+		m.filterErrors.WithLabelValues(route).Inc()
 	}
 }
 

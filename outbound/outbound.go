@@ -331,6 +331,9 @@ func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, r
 		}
 		prev = cur
 	}
+	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
+		return
+	}
 	e.round(e.roundCtx, r, ev, prev, true)
 }
 

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/hookgate/hookgate/expr"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/signature"
 )
@@ -29,6 +31,9 @@ type route struct {
 	subjects []string      // the consumer's filter subjects
 	breaker  *breaker
 	retry    *retryablehttp.Client // client with the round's retries and hooks
+	filter   *expr.Program         // nil: none
+	// filterLogged is when a filter error was last logged (unix ns).
+	filterLogged atomic.Int64
 }
 
 func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
@@ -45,6 +50,13 @@ func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 			return nil, fmt.Errorf("route %s: secret: %w", rc.Name, err)
 		}
 		r.signKey = key
+	}
+	if rc.Filter != "" {
+		prg, err := expr.Compile(rc.Filter, expr.Bool, expr.Body|expr.Source|expr.Type)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: filter: %w", rc.Name, err)
+		}
+		r.filter = prg
 	}
 	if rc.Rate > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(rc.Rate), max(1, int(rc.Rate)))

@@ -18,7 +18,14 @@ const (
 	StateRetrying  = "retrying"  // a round failed; the next one is scheduled
 	StateSucceeded = "succeeded" // a 2xx was received
 	StateDead      = "dead"      // 410 Gone, or the schedule is exhausted
+	StateFiltered  = "filtered"  // the route's filter rejected the event: never sent
 )
+
+// terminal reports whether a delivery in state runs no further round on
+// its own.
+func terminal(state string) bool {
+	return state == StateSucceeded || state == StateDead || state == StateFiltered
+}
 
 // Delivery is one (route, event) pair and where its delivery stands.
 type Delivery struct {
@@ -61,7 +68,7 @@ var ErrOtherEvent = errors.New("the sequence is not that event's in this store")
 var errNoEventSeq = errors.New("delivery without an event sequence")
 
 // Terminal reports whether no further round will run on its own.
-func (d *Delivery) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
+func (d *Delivery) Terminal() bool { return terminal(d.State) }
 
 const deliveryColumns = `id, event_seq, route, source, event_id, event_type, idempotency_key, state, attempts,
 	rounds, last_status, last_error, next_attempt_at, created_at, updated_at`
@@ -236,7 +243,7 @@ type DeliveryStatus struct {
 }
 
 // Terminal reports whether no further round will run on its own.
-func (d *DeliveryStatus) Terminal() bool { return d.State == StateSucceeded || d.State == StateDead }
+func (d *DeliveryStatus) Terminal() bool { return terminal(d.State) }
 
 // DeliveryStatus returns where the delivery of event seq to a route
 // stands, or ErrNotFound, or ErrOtherEvent if seq is not the event of
@@ -425,11 +432,11 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 		WITH r(route, source) AS (VALUES `+strings.Join(pairs, ", ")+`)
 		SELECT e.seq, e.source, e.event_id, e.event_type,
 			(SELECT group_concat(d.route, char(0)) FROM deliveries d
-			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead'))
+			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead', 'filtered'))
 		FROM published p CROSS JOIN events e ON e.seq = p.seq
 		WHERE `+cond+` AND EXISTS (SELECT 1 FROM r WHERE r.source = e.source
 			AND NOT EXISTS (SELECT 1 FROM deliveries d
-				WHERE d.event_seq = e.seq AND d.route = r.route AND d.state IN ('succeeded', 'dead')))
+				WHERE d.event_seq = e.seq AND d.route = r.route AND d.state IN ('succeeded', 'dead', 'filtered')))
 		ORDER BY p.seq`, args...)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)

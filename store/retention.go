@@ -138,7 +138,7 @@ func loadDeliveryStates(tx *sql.Tx, ev *OldEvent) error {
 		if err := rows.Scan(&route, &state); err != nil {
 			return err
 		}
-		if state == StateSucceeded || state == StateDead {
+		if terminal(state) {
 			ev.Terminal[route] = true
 		} else {
 			ev.Open[route] = true

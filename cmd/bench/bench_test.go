@@ -128,7 +128,8 @@ func TestPrefill(t *testing.T) {
 // The generated config is one the gateway loads, with the store and NATS
 // settings the flags asked for.
 func TestWriteConfig(t *testing.T) {
-	o := &options{logLevel: "info", routeConcurrency: 8, batchMax: 128, walMaxMB: 64, natsSync: "always", dupWindow: "2s"}
+	o := &options{logLevel: "info", routeConcurrency: 8, batchMax: 128, walMaxMB: 64, natsSync: "always", dupWindow: "2s",
+		idExpr: `body.id + ":" + body.type`, filter: `!body.livemode && type != 'x'`}
 	path, err := writeConfig(t.TempDir(), "127.0.0.1:1", "http://127.0.0.1:2/hook", o)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +146,9 @@ func TestWriteConfig(t *testing.T) {
 	}
 	if len(cfg.Routes) != 1 || cfg.Routes[0].Concurrency != 8 {
 		t.Errorf("routes = %+v, want one of concurrency 8", cfg.Routes)
+	}
+	if cfg.Sources[0].IDExpr != o.idExpr || cfg.Routes[0].Filter != o.filter {
+		t.Errorf("id_expr %q, filter %q; want %q, %q", cfg.Sources[0].IDExpr, cfg.Routes[0].Filter, o.idExpr, o.filter)
 	}
 }
 

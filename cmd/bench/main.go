@@ -60,6 +60,7 @@ type options struct {
 	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
 	natsSync, dupWindow, prefillCache                                string
+	idExpr, filter                                                   string
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
 	cluster                                                          int
@@ -95,6 +96,8 @@ func main() {
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway's peak phase to this file (runs the gateway code in this binary, still as a separate process)")
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile of the gateway to this file at the end (like -cpuprofile)")
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof of the gateway on this address, e.g. 127.0.0.1:6060 (like -cpuprofile; block and mutex profiling on, which slows it)")
+	flag.StringVar(&o.idExpr, "id-expr", "", "sources[0].id_expr of the generated config, e.g. 'body.id + \":\" + body.type' (empty: the scheme's id field)")
+	flag.StringVar(&o.filter, "filter", "", "routes[0].filter of the generated config; it must pass the bench's events (livemode false), e.g. '!body.livemode', or the drain waits for deliveries that never come")
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
@@ -696,6 +699,9 @@ func (r *report) writeSetup(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "- gateway: embedded JetStream (fsync %s, duplicate window %s), SQLite WAL synchronous=FULL (a 2xx only after the fsync'd commit), route concurrency %d, log level %s\n",
 		natsSync, dupWindow, o.routeConcurrency, o.logLevel)
+	if o.idExpr != "" || o.filter != "" {
+		fmt.Fprintf(b, "- expressions: id_expr `%s`, filter `%s`\n", o.idExpr, o.filter)
+	}
 	fmt.Fprintf(b, "- command: `go run ./cmd/bench %s`\n\n", strings.Join(os.Args[1:], " "))
 }
 

@@ -113,6 +113,9 @@ sources:
     verify: stripe
     secrets: [%q]
 `, listen, dataDir, o.logLevel, benchSecret)
+	if o.idExpr != "" {
+		cfg += fmt.Sprintf("    id_expr: %s\n", yamlQuote(o.idExpr))
+	}
 	if !o.noRoute {
 		cfg += fmt.Sprintf(`routes:
   - name: bench
@@ -120,6 +123,9 @@ sources:
     url: %q
     concurrency: %d
 `, downstreamURL, o.routeConcurrency)
+		if o.filter != "" {
+			cfg += fmt.Sprintf("    filter: %s\n", yamlQuote(o.filter))
+		}
 	}
 	var st []string
 	if o.batchMax > 0 {
@@ -188,3 +194,6 @@ func machineCPU() (busy, steal time.Duration) {
 
 // selfCPU is the CPU time the bench process has used.
 func selfCPU() time.Duration { return gatewaytest.ProcessCPUTime(os.Getpid()) }
+
+// yamlQuote is s as a single-quoted YAML scalar.
+func yamlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
