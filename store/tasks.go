@@ -93,7 +93,7 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 	return s.write(ctx, func(tx *sql.Tx) error {
 		dup, err := insertEvent(tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue), ev)
 		if err == nil && dup {
-			err = errors.New("an event with this id exists")
+			err = ErrTaskExists
 		}
 		if err != nil {
 			return fmt.Errorf("task event: %w", err)
@@ -113,6 +113,11 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 		return nil
 	})
 }
+
+// ErrTaskExists is CreateTask's error when an event with the task's ID is
+// stored already: in cluster mode, the same task another gateway created,
+// whose record reached this store.
+var ErrTaskExists = errors.New("an event with this id exists")
 
 // TaskScope returns the scope that owns a task, or ErrNotFound.
 func (s *Store) TaskScope(ctx context.Context, id string) (string, error) {

@@ -256,6 +256,13 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	resp, _ := json.Marshal(task)
 	ev := &store.Event{ID: task.ID, Type: "task", ContentType: fiber.MIMEApplicationJSON, Body: body, ReceivedAt: now}
 	if err := h.store.CreateTask(ctx, ev, scope, key, http.StatusAccepted, resp); err != nil {
+		if errors.Is(err, store.ErrTaskExists) && h.cluster != nil {
+			// Another gateway's task under this key reached this store
+			// since sameTask looked: answered from it.
+			if answered, err := h.sameTask(ctx, cctx, c, scope, key, id, fp); answered {
+				return err
+			}
+		}
 		h.release(scope, key)
 		return h.unavailable(c, err)
 	}
