@@ -5,12 +5,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hookgate/hookgate/config"
 )
 
 // gateway -version prints what gateway version prints.
@@ -100,5 +105,55 @@ func TestVersionStamped(t *testing.T) {
 	out, err = exec.CommandContext(ctx, bin, "-version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "hookgate v9.8.7-test") {
 		t.Fatalf("-version of a stamped binary: %q %v", out, err)
+	}
+}
+
+// The Dockerfile and the compose example keep their promises: the image's
+// config from docker/config.yaml, the version from a build argument, the
+// HEALTHCHECK by the binary on the port the config listens on, and a stop
+// timeout above shutdown_timeout. (CI does not build the image.)
+func TestDockerFiles(t *testing.T) {
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ARG VERSION=dev",
+		`-X github.com/hookgate/hookgate/app.Version=${VERSION}`,
+		"COPY docker/config.yaml /etc/hookgate/config.yaml",
+		"STOPSIGNAL SIGTERM",
+		`CMD ["/usr/local/bin/gateway", "healthcheck", "-url", "http://127.0.0.1:8080/healthz"`,
+		`ENTRYPOINT ["/usr/local/bin/gateway", "-config", "/etc/hookgate/config.yaml"]`,
+	} {
+		if !strings.Contains(string(dockerfile), want) {
+			t.Errorf("Dockerfile lacks %s", want)
+		}
+	}
+	data, err := os.ReadFile("../../docker/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data, func(name string) (string, bool) { return name + "-value-0123456789", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "0.0.0.0:8080" {
+		t.Errorf("the image listens on %s; the HEALTHCHECK probes 127.0.0.1:8080", cfg.Listen)
+	}
+	var compose struct {
+		Services map[string]struct {
+			StopGracePeriod string `yaml:"stop_grace_period"`
+		}
+	}
+	data, err = os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &compose); err != nil {
+		t.Fatal(err)
+	}
+	grace, err := time.ParseDuration(compose.Services["hookgate"].StopGracePeriod)
+	if err != nil || grace < cfg.ShutdownTimeout+5*time.Second {
+		t.Errorf("compose stop_grace_period %q (%v), want at least shutdown_timeout (%s) + 5s", compose.Services["hookgate"].StopGracePeriod, err, cfg.ShutdownTimeout)
 	}
 }
