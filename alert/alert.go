@@ -127,9 +127,11 @@ type Alerter struct {
 	sent, failed prometheus.Counter
 	droppedFull  prometheus.Counter
 
-	stop    context.CancelFunc
-	done    chan struct{}
-	started bool
+	sendCtx    context.Context // ends when Stop's ctx does
+	cancelSend context.CancelFunc
+	quit       chan struct{} // closed by Stop
+	done       chan struct{} // closed when run returns
+	started    bool
 }
 
 // deadLetters is a route's dead letters not yet reported.
@@ -183,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Alerter, error) {
 		cfg.Transport = t
 	}
 	a := &Alerter{cfg: cfg, key: key, log: log, queue: make(chan Notice, cfg.QueueSize),
-		dead: map[string]*deadLetters{}, done: make(chan struct{})}
+		dead: map[string]*deadLetters{}, quit: make(chan struct{}), done: make(chan struct{})}
 	a.client = &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Transport: cfg.Transport,
@@ -248,48 +250,51 @@ func (a *Alerter) Start(ctx context.Context) error {
 	if a == nil {
 		return nil
 	}
-	ctx, a.stop = context.WithCancel(context.WithoutCancel(ctx))
+	a.sendCtx, a.cancelSend = context.WithCancel(context.WithoutCancel(ctx))
 	a.started = true
-	go a.run(ctx)
+	go a.run()
 	return nil
 }
 
-// Stop sends the due dead-letter notices, then what is queued, until ctx
-// ends; what is left is dropped.
+// Stop sends the due dead-letter notices and what is queued until ctx
+// ends (a send under way is cut short then); what is left is dropped.
 func (a *Alerter) Stop(ctx context.Context) error {
 	if a == nil || !a.started {
 		return nil
 	}
 	a.Flush()
-	a.stop()
+	close(a.quit)
+	stopSends := context.AfterFunc(ctx, a.cancelSend)
+	defer stopSends()
 	<-a.done
-	for {
-		select {
-		case n := <-a.queue:
-			if ctx.Err() != nil {
-				a.failed.Inc()
-				continue
-			}
-			a.send(ctx, n)
-		default:
-			return nil
-		}
-	}
+	a.cancelSend()
+	return nil
 }
 
-func (a *Alerter) run(ctx context.Context) {
+func (a *Alerter) run() {
 	defer close(a.done)
 	t := time.NewTicker(a.cfg.Every)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
+		case <-a.quit:
+			for {
+				select {
+				case n := <-a.queue:
+					if a.sendCtx.Err() != nil {
+						a.failed.Inc()
+						continue
+					}
+					a.send(a.sendCtx, n)
+				default:
+					return
+				}
+			}
 		case n := <-a.queue:
-			a.send(ctx, n)
+			a.send(a.sendCtx, n)
 		case <-t.C:
 			a.Flush()
-			a.checkOutbox(ctx)
+			a.checkOutbox(a.sendCtx)
 		}
 	}
 }
@@ -316,13 +321,14 @@ func (a *Alerter) send(ctx context.Context, n Notice) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
 	}
+	// Logged before counted: whoever sees the count sees the log line.
 	switch {
 	case err != nil:
-		a.failed.Inc()
 		a.log.Warn("alert notice not delivered", "type", n.Type, "route", n.Data.Route, "err", withoutURL(err))
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		a.failed.Inc()
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		a.log.Warn("alert notice not delivered", "type", n.Type, "route", n.Data.Route, "status", resp.StatusCode)
+		a.failed.Inc()
 	default:
 		a.sent.Inc()
 	}

@@ -239,19 +239,7 @@ func TestRetriedThenDropped(t *testing.T) {
 	}
 	defer func() { _ = a.Stop(context.Background()) }()
 	a.BreakerClosed("billing", true)
-	dropped := func() float64 {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == "hookgate_alerts_dropped_total" {
-				for _, m := range mf.GetMetric() {
-					if m.GetLabel()[0].GetValue() == "undelivered" {
-						return m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-		return 0
-	}
+	dropped := func() float64 { return droppedUndelivered(t, reg) }
 	deadline := time.Now().Add(20 * time.Second)
 	for dropped() != 1 {
 		if time.Now().After(deadline) {
@@ -319,4 +307,81 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// Stop sends the dead letters not yet reported and what is queued.
+func TestStopSendsQueued(t *testing.T) {
+	r := newReceiver(t)
+	a, err := alert.New(alert.Config{URL: r.srv.URL, Secret: secret, Every: time.Hour}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.BreakerClosed("billing", true)
+	a.Dead("billing")
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := r.wait(t, 2)
+	if got[0].Type != alert.TypeBreakerClosed || got[1].Type != alert.TypeDeadLetters {
+		t.Fatalf("notices = %+v", got)
+	}
+}
+
+// Stop ends with its ctx even when the endpoint never answers.
+func TestStopBounded(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer hang.Close()
+	defer close(release)
+	reg := prometheus.NewRegistry()
+	a, err := alert.New(alert.Config{URL: hang.URL, Secret: secret, Every: time.Hour, Timeout: time.Hour, Registerer: reg},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a.BreakerClosed("billing", false)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not end with its ctx")
+	}
+	if n := droppedUndelivered(t, reg); n != 3 {
+		t.Errorf("undelivered = %v, want 3", n)
+	}
+}
+
+// droppedUndelivered is hookgate_alerts_dropped_total{reason="undelivered"}.
+func droppedUndelivered(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "hookgate_alerts_dropped_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "undelivered" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatal("no hookgate_alerts_dropped_total{reason=undelivered}")
+	return 0
 }
