@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/alert"
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/egress"
@@ -52,6 +53,8 @@ type App struct {
 	claims *cluster.Claims // cluster mode only
 	// deliveries is the cluster delivery state (cluster mode only).
 	deliveries *cluster.DeliveryState
+	// alerts is nil without alerts.url.
+	alerts *alert.Alerter
 
 	records *cluster.Records // cluster mode only: every gateway's records into this store
 
@@ -126,6 +129,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
 		{"start cluster records", a.startRecords},
+		{"start alerts", a.startAlerts},
 		{"build deliveries", a.buildEngine},
 		{"ready cluster delivery state", a.ensureDeliveries},
 		{"start outbox relay", a.startRelay},
@@ -197,6 +201,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
 		State:         a.deliveryState(),
+		Alerts:        a.outboundAlerts(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
 		return err

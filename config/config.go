@@ -37,6 +37,24 @@ type Config struct {
 	Metrics   Metrics   `yaml:"metrics,omitempty"`
 	HTTP      HTTP      `yaml:"http"`
 	Cluster   Cluster   `yaml:"cluster"`
+	Alerts    Alerts    `yaml:"alerts"`
+}
+
+// Alerts sends signed notices to an operator's endpoint (README "Alerts").
+type Alerts struct {
+	// URL receives the notices: a JSON POST with a Slack-compatible "text".
+	// Default none: no alerts.
+	URL URL `yaml:"url"`
+	// Secret is the Standard Webhooks secret ("whsec_<base64>") signing
+	// the notices. Required with url.
+	Secret Secret `yaml:"secret"`
+	// DeadLetterInterval is the least time between two dead-letter notices
+	// of one route; each carries the count since the last. Default 5m.
+	DeadLetterInterval time.Duration `yaml:"dead_letter_interval"`
+	// OutboxAge is the age of the outbox's oldest event past which a notice
+	// says intake is not reaching JetStream (and another when it is back
+	// under). Default nats.outbox_max_age.
+	OutboxAge time.Duration `yaml:"outbox_age"`
 }
 
 // HTTP bounds the HTTP server: connections, timeouts and request bodies.

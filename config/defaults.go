@@ -47,6 +47,9 @@ const (
 	DefaultBodyMemory        = 64 << 20
 )
 
+// DefaultDeadLetterInterval is alerts.dead_letter_interval's default.
+const DefaultDeadLetterInterval = 5 * time.Minute
+
 // DefaultClaimTimeout is cluster.claim_timeout's default.
 const DefaultClaimTimeout = 500 * time.Millisecond
 
@@ -162,6 +165,9 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.HTTP.WriteTimeout, "http.write_timeout", DefaultHTTPWriteTimeout)
 	dur(&c.HTTP.IdleTimeout, "http.idle_timeout", DefaultHTTPIdleTimeout)
 	num(&c.HTTP.BodyMemory, "http.body_memory", DefaultBodyMemory)
+
+	dur(&c.Alerts.DeadLetterInterval, "alerts.dead_letter_interval", DefaultDeadLetterInterval)
+	dur(&c.Alerts.OutboxAge, "alerts.outbox_age", c.NATS.OutboxMaxAge)
 }
 
 // schemeTolerance is the default tolerance of the verify scheme name.

@@ -94,7 +94,32 @@ func (c *Config) validate(set func(path string) bool) error {
 	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
 		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
 	}
+	c.validateAlerts(v)
 	return errors.Join(v.errs...)
+}
+
+// validateAlerts checks alerts: a URL and its signing secret, both or none.
+func (c *Config) validateAlerts(v *validator) {
+	a := &c.Alerts
+	switch {
+	case a.URL == "" && a.Secret != "":
+		v.errorf("alerts.url", "required with alerts.secret")
+	case a.URL != "" && a.Secret == "":
+		v.errorf("alerts.secret", "required with alerts.url")
+	}
+	// The URL is not echoed: it may carry a token (Slack's do).
+	if a.URL != "" {
+		if u, err := url.Parse(a.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			v.errorf("alerts.url", "must be an absolute http:// or https:// URL with a host")
+		}
+	}
+	if a.Secret != "" {
+		if _, err := signature.DecodeStandardSecret(a.Secret.Reveal()); err != nil {
+			v.errorf("alerts.secret", "invalid standard webhooks secret: %v", err)
+		}
+	}
+	v.positiveDuration("alerts.dead_letter_interval", a.DeadLetterInterval)
+	v.positiveDuration("alerts.outbox_age", a.OutboxAge)
 }
 
 // validateTokens checks api.tokens and tasks.tokens: a token is an

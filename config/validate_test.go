@@ -54,6 +54,14 @@ func TestValidation(t *testing.T) {
 		{"http body_memory below max_body", "http: {body_memory: 1500000}\nsources: [{name: s, verify: none, id_field: id, max_body: 2000000}]\n", "config: http.body_memory: must be at least sources[0].max_body (2000000), got 1500000"},
 		{"http body_memory below tasks", "http: {body_memory: 2000000}\ntasks: {max_body: 3000000}\n" + validBase, "config: http.body_memory: must be at least tasks.max_body (3000000), got 2000000"},
 
+		// Alerts.
+		{"alerts url without secret", "alerts: {url: 'https://hooks.example.com/x'}\n" + validBase, "config: alerts.secret: required with alerts.url"},
+		{"alerts secret without url", "alerts: {secret: '" + testStandardSecret + "'}\n" + validBase, "config: alerts.url: required with alerts.secret"},
+		{"alerts url scheme", "alerts: {url: 'ftp://x/y', secret: '" + testStandardSecret + "'}\n" + validBase, "config: alerts.url: must be an absolute http:// or https:// URL with a host"},
+		{"alerts secret invalid", "alerts: {url: 'https://x/y', secret: 'whsec_nope'}\n" + validBase, "config: alerts.secret: invalid standard webhooks secret…"},
+		{"alerts dead_letter_interval", "alerts: {dead_letter_interval: 0s}\n" + validBase, "config: alerts.dead_letter_interval: must be positive, got 0s"},
+		{"alerts outbox_age", "alerts: {outbox_age: -1s}\n" + validBase, "config: alerts.outbox_age: must be positive, got -1s"},
+
 		// Sources.
 		{"no sources", "sources: []\n", "config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},
 		{"no sources key", "listen: ':8080'\n", "config: sources: nothing to serve: add a source, or tasks.tokens (or api.tokens) for a gateway that only forwards tasks"},

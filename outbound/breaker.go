@@ -27,6 +27,8 @@ const (
 type breaker struct {
 	threshold int // 0: never opens on its own
 	cooldown  time.Duration
+	alerts    Alerts // nil: none
+	name      string // the route's, for alerts
 
 	mu          sync.Mutex // never held while calling cb: cb calls opened under its own lock
 	cb          *gobreaker.TwoStepCircuitBreaker[struct{}]
@@ -57,9 +59,16 @@ func (b *breaker) newCircuit() *gobreaker.TwoStepCircuitBreaker[struct{}] {
 			return b.threshold > 0 && c.ConsecutiveFailures >= uint32(b.threshold)
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, errNoWord) },
-		OnStateChange: func(_ string, _, to gobreaker.State) {
-			if to == gobreaker.StateOpen {
-				b.opened(time.Now().Add(b.cooldown))
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			switch {
+			case to == gobreaker.StateOpen:
+				until := time.Now().Add(b.cooldown)
+				b.opened(until)
+				if from == gobreaker.StateClosed && b.alerts != nil {
+					b.alerts.BreakerOpened(b.name, b.threshold, until) // a failed probe is no news
+				}
+			case to == gobreaker.StateClosed && b.alerts != nil:
+				b.alerts.BreakerClosed(b.name, false)
 			}
 		},
 	})
@@ -144,10 +153,17 @@ func (b *breaker) status(time.Time) RouteStatus {
 // new circuit: rounds allowed by the old one no longer count).
 func (b *breaker) setManual(paused bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	cb := b.cb
+	b.mu.Unlock()
+	wasOpen := !paused && cb.State() != gobreaker.StateClosed
+	b.mu.Lock()
 	b.manual = paused
 	if !paused {
 		b.cb, b.failures, b.openUntil = b.newCircuit(), 0, time.Time{}
+	}
+	b.mu.Unlock()
+	if wasOpen && b.alerts != nil {
+		b.alerts.BreakerClosed(b.name, true)
 	}
 }
 

@@ -254,6 +254,9 @@ func (e *Engine) report(r *route, ev envelope, d *store.Delivery, outcome string
 	e.cfg.Metrics.round(r.cfg.Name, outcome, attempts)
 	switch outcome {
 	case outcomeDead:
+		if e.cfg.Alerts != nil {
+			e.cfg.Alerts.Dead(r.cfg.Name)
+		}
 		e.log.Warn("delivery dead", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id,
 			"attempts", d.Attempts, "last_status", d.LastStatus, "last_error", d.LastError, "delivery_id", store.DeliveryUID(d.Route, d.Source, d.EventID))
 	case outcomeRetrying, outcomeFailed:

@@ -84,6 +84,17 @@ type Config struct {
 	// State, if set, is where deliveries stand (cluster mode). Default:
 	// the store, with claims held in this process.
 	State DeliveryState
+	// Alerts, if set, hears of breakers opening and closing and of
+	// deliveries recorded dead here. Its methods must not block.
+	Alerts Alerts
+}
+
+// Alerts is told what an operator should hear of (package alert).
+type Alerts interface {
+	BreakerOpened(route string, failures int, until time.Time)
+	// BreakerClosed: a probe succeeded, or an operator resumed the route.
+	BreakerClosed(route string, resumed bool)
+	Dead(route string)
 }
 
 // Engine runs the consumers of every route.
@@ -142,6 +153,7 @@ func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Lo
 	}
 	for _, r := range e.routes {
 		r.retry = e.httpClient(r)
+		r.breaker.alerts, r.breaker.name = cfg.Alerts, r.cfg.Name
 	}
 	return e, nil
 }

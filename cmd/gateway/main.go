@@ -5,7 +5,8 @@
 //
 //	gateway [-config PATH]               run the gateway
 //	gateway check-config [-config PATH]  validate the config; print it resolved, secrets masked
-//	gateway version                      print the version
+//	gateway version                      print the version (also -version)
+//	gateway healthcheck [-url URL] [-timeout D]  exit 0 if URL answers 2xx (the Docker HEALTHCHECK)
 //
 // Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
 // while running, 2 for a bad config, bad usage (also one found at start,
@@ -37,9 +38,13 @@ import (
 const usage = `Usage:
   gateway [-config PATH]               run the gateway
   gateway check-config [-config PATH]  validate the config; print it resolved, secrets masked
-  gateway version                      print the version
+  gateway version                      print the version (also -version)
+  gateway healthcheck [-url URL] [-timeout D]
+                                       exit 0 if URL answers 2xx, else 1 (the Docker HEALTHCHECK)
 
   -config PATH   the YAML config file (default "config.yaml")
+  -url URL       healthcheck: what to GET (default "` + defaultHealthURL + `")
+  -timeout D     healthcheck: the most it waits (default 5s)
 `
 
 func main() {
@@ -51,8 +56,12 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	configPath := "config.yaml"
 	fs := flagSet("gateway", &configPath, stderr)
+	version := fs.Bool("version", false, "print the version")
 	if fs.Parse(args) != nil {
 		return 2 // the flag package printed the problem and the usage
+	}
+	if *version {
+		return run(append([]string{"version"}, fs.Args()...), stdout, stderr)
 	}
 	if fs.NArg() == 0 {
 		return serve(configPath, stderr)
@@ -75,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bi, _ := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, versionString(app.Version, bi))
 		return 0
+	case "healthcheck":
+		return healthcheck(args, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
