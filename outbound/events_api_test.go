@@ -2,12 +2,14 @@ package outbound_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +128,24 @@ func TestEventAPIPaging(t *testing.T) {
 	if code, body := g.api(t, http.MethodPost, "/v1/events/_task/task_x/replay", apiToken); code != 404 {
 		t.Fatalf("task event replay through the event API: %d %s", code, body)
 	}
+
+	// Listed by (received_at in ms, source, event ID): events received in
+	// one millisecond are in ID order.
+	recv := map[string]int64{}
+	for _, w := range want {
+		src, id, _ := strings.Cut(w, "/")
+		ev, err := g.Store().GetEvent(context.Background(), src, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv[w] = ev.ReceivedAt.UnixMilli()
+	}
+	slices.SortStableFunc(want, func(a, b string) int {
+		if c := cmp.Compare(recv[a], recv[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 
 	if code, _ := g.api(t, http.MethodGet, "/v1/events", ""); code != 401 {
 		t.Fatalf("no token: %d, want 401", code)
