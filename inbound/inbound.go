@@ -328,27 +328,9 @@ func (h *Handler) serve(c *fiber.Ctx) error {
 		}
 	}
 
-	var id, typ string
-	var inexact [3]bool // the ID, the type, the type's fallback held invalid UTF-8 or a lone surrogate
-	if src.needJSON {
-		var out [3]string
-		n := len(src.paths)
-		if err := lookupJSON(body, src.paths, out[:n], inexact[:n]); err != nil {
-			h.refuse(c, src.name, OutcomeInvalid, start, "malformed json")
-			return httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
-		}
-		id = out[0]
-		typ, inexact[1] = typeOrFallback(out[:n], inexact[:n])
-	}
-	if src.idHeader != "" {
-		id, inexact[0] = c.Get(src.idHeader), false
-	}
-	if src.typeHeader != "" {
-		typ, inexact[1] = c.Get(src.typeHeader), false
-	}
-	id, typ, exprErr := h.expressions(c, src, body, id, typ, (*[2]bool)(inexact[:2]), start)
-	if exprErr != nil {
-		return exprErr
+	id, typ, inexact, err := h.identify(c, src, body, start)
+	if err != nil {
+		return err
 	}
 	if id == "" {
 		h.refuse(c, src.name, OutcomeInvalid, start, "missing event id")
@@ -622,4 +604,28 @@ func appendJSONString(dst []byte, s string) []byte {
 // jsonSafe reports whether encoding/json writes the ASCII byte b as is.
 func jsonSafe(b byte) bool {
 	return b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+}
+
+// identify takes the event's ID and type from the source's header, JSON
+// field or expression; inexact says which held invalid UTF-8 or a lone
+// surrogate (the ID, the type, the type's fallback).
+func (h *Handler) identify(c *fiber.Ctx, src *source, body []byte, start time.Time) (id, typ string, inexact [3]bool, err error) {
+	if src.needJSON {
+		var out [3]string
+		n := len(src.paths)
+		if err := lookupJSON(body, src.paths, out[:n], inexact[:n]); err != nil {
+			h.refuse(c, src.name, OutcomeInvalid, start, "malformed json")
+			return "", "", inexact, httperror.New(http.StatusBadRequest, "malformed_json", "body is not valid JSON")
+		}
+		id = out[0]
+		typ, inexact[1] = typeOrFallback(out[:n], inexact[:n])
+	}
+	if src.idHeader != "" {
+		id, inexact[0] = c.Get(src.idHeader), false
+	}
+	if src.typeHeader != "" {
+		typ, inexact[1] = c.Get(src.typeHeader), false
+	}
+	id, typ, err = h.expressions(c, src, body, id, typ, (*[2]bool)(inexact[:2]), start)
+	return id, typ, inexact, err
 }

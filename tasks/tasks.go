@@ -255,16 +255,8 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	body, _ := json.Marshal(tr) // the bytes fingerprint hashes
 	resp, _ := json.Marshal(task)
 	ev := &store.Event{ID: task.ID, Type: "task", ContentType: fiber.MIMEApplicationJSON, Body: body, ReceivedAt: now}
-	if err := h.store.CreateTask(ctx, ev, scope, key, http.StatusAccepted, resp); err != nil {
-		if errors.Is(err, store.ErrTaskExists) && h.cluster != nil {
-			// Another gateway's task under this key reached this store
-			// since sameTask looked: answered from it.
-			if answered, err := h.sameTask(ctx, cctx, c, scope, key, id, fp); answered {
-				return err
-			}
-		}
-		h.release(scope, key)
-		return h.unavailable(c, err)
+	if answered, err := h.createTask(ctx, cctx, c, ev, scope, key, fp, resp); answered {
+		return err
 	}
 	answer := "created"
 	if h.cluster != nil && h.claim(cctx, c, ev, fp) {
@@ -275,6 +267,24 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	h.log.Info("task created", "task_id", task.ID, "method", tr.Method, "host", hostOf(tr.URL))
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(http.StatusAccepted).Send(resp)
+}
+
+// createTask stores the task; answered is true when the request has been
+// answered instead (an error, or in cluster mode the same task another
+// gateway created under this key, whose record reached this store since
+// sameTask looked).
+func (h *Handler) createTask(ctx, cctx context.Context, c *fiber.Ctx, ev *store.Event, scope, key, fp string, resp []byte) (answered bool, err error) {
+	err = h.store.CreateTask(ctx, ev, scope, key, http.StatusAccepted, resp)
+	if err == nil {
+		return false, nil
+	}
+	if errors.Is(err, store.ErrTaskExists) && h.cluster != nil {
+		if answered, aerr := h.sameTask(ctx, cctx, c, scope, key, ev.ID, fp); answered {
+			return true, aerr
+		}
+	}
+	h.release(scope, key)
+	return true, h.unavailable(c, err)
 }
 
 // TaskID is a task's ID in cluster mode: derived from (scope, key), the
