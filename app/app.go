@@ -281,8 +281,12 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
-	admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).
-		ClusterMode(a.cfg.Cluster.Enabled).Register(a.http)
+	api := admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).
+		ClusterMode(a.cfg.Cluster.Enabled)
+	api.Register(a.http)
+	if err := a.mountConsole(ctx, api); err != nil {
+		return err
+	}
 	a.registerOps(a.http)
 	tasks.New(a.tasksConfig(), a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405
