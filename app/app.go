@@ -22,6 +22,7 @@ import (
 	"github.com/hookgate/hookgate/admin"
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/console"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/inbound"
@@ -50,6 +51,8 @@ type App struct {
 	engine *outbound.Engine
 	egress *egress.Policy
 	claims *cluster.Claims // cluster mode only
+	// consoleStats samples the counters the console charts.
+	consoleStats *console.Stats
 	// deliveries is the cluster delivery state (cluster mode only).
 	deliveries *cluster.DeliveryState
 

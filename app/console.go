@@ -16,6 +16,7 @@ func (a *App) mountConsole(ctx context.Context, api *admin.Handler) error {
 		return fmt.Errorf("console stats: %w", err)
 	}
 	a.started("console stats", stats)
+	a.consoleStats = stats
 	c, err := console.New(console.Config{
 		Authorize: api.Authorize,
 		Store:     a.store,
@@ -28,3 +29,7 @@ func (a *App) mountConsole(ctx context.Context, api *admin.Handler) error {
 	c.Register(a.http)
 	return nil
 }
+
+// ConsoleStats returns what samples the counters the console charts (nil
+// before Start): tests take samples with it.
+func (a *App) ConsoleStats() *console.Stats { return a.consoleStats }

@@ -86,9 +86,9 @@ func (c *Console) routeRows(ctx *fiber.Ctx) []routeRow {
 
 func (c *Console) overview(ctx *fiber.Ctx) error {
 	type total struct {
-		Name        string
-		Hour, Day   float64
-		HasH, HasD  bool
+		Name       string
+		Hour, Day  float64
+		HasH, HasD bool
 	}
 	hour, day := c.windows()
 	merge := func(h, d map[string]float64) []total {

@@ -128,6 +128,8 @@ func label(m *dto.Metric, name string) string {
 // step ending then (latency: the mean in milliseconds, null without
 // attempts).
 type Window struct {
+	From     int64                 `json:"from"` // unix seconds: the window's start
+	To       int64                 `json:"to"`   // and end (the last sample)
 	Times    []int64               `json:"times"`
 	Intake   map[string][]*float64 `json:"intake"`   // "source outcome"
 	Delivery map[string][]*float64 `json:"delivery"` // "route outcome"
@@ -147,6 +149,8 @@ func (s *Stats) Window(span, step time.Duration) Window {
 	if len(s.samples) == 0 {
 		return w
 	}
+	w.To = s.samples[len(s.samples)-1].at.Unix()
+	w.From = w.To - int64(span/time.Second)
 	stride := max(1, int(step/s.every))
 	n := min(len(s.samples)-1, int(span/s.every))
 	last := len(s.samples) - 1

@@ -164,7 +164,8 @@
         var data = [w.times || []];
         var opts = {
           title: el.dataset.title, width: 460, height: 220,
-          series: [{}], axes: [{}, { label: el.dataset.series === "latency" ? "ms" : "count" }]
+          series: [{}], axes: [{}, { label: el.dataset.series === "latency" ? "ms" : "count" }],
+          scales: { x: { time: true, range: [w.from || 0, w.to || 1] } }
         };
         var palette = ["#2563eb", "#16a34a", "#dc2626", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"];
         names.forEach(function (n, i) {
