@@ -99,8 +99,14 @@ func (g *gateway) post(t *testing.T, body string, hdr ...string) {
 	}
 }
 
+// answer is an HTTP answer, read.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // get fetches path with token (none when empty).
-func (g *gateway) get(t *testing.T, token, path string) (*http.Response, string) {
+func (g *gateway) get(t *testing.T, token, path string) (answer, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, g.base+path, nil)
 	if token != "" {
@@ -112,7 +118,7 @@ func (g *gateway) get(t *testing.T, token, path string) (*http.Response, string)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return answer{resp.StatusCode, resp.Header}, string(b)
 }
 
 // waitDead waits until route broken has n dead letters.

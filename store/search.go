@@ -56,16 +56,15 @@ func (s *Store) SearchEvents(ctx context.Context, f EventSearch) (out []EventSum
 	if f.ScanMax <= 0 {
 		f.ScanMax = 10000
 	}
-	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
 	inner := `SELECT seq, source, event_id, event_type, content_type, body, received_at
 		FROM events INDEXED BY events_received WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY received_at DESC, source DESC, event_id DESC`
+	//nolint:gosec // G202: inner joins the constant conditions above; every value is a bound argument
 	q := `SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, length(e.body), e.received_at,
 			(SELECT p.published_at FROM published p WHERE p.seq = e.seq)
 		FROM (` + inner + ` LIMIT ?) e`
 	if f.FieldPath != "" {
 		// Whether the scan bound cuts the range: the same walk, no bodies.
-		//nolint:gosec // G202: as above
 		cq := `SELECT count(*) FROM (SELECT seq FROM events INDEXED BY events_received WHERE ` +
 			strings.Join(where, " AND ") + ` LIMIT ?)`
 		var n int
