@@ -134,6 +134,7 @@ func (h *Handler) Register(app fiber.Router) {
 	v1.Get("/deliveries", h.listDeliveries)
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
+	h.registerBulk(v1)
 	h.registerEvents(v1)
 	h.registerOutbox(v1)
 	v1.Get("/routes", operatorOnly, h.listRoutes)

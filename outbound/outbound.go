@@ -168,6 +168,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.started {
 		return nil
 	}
+	if err := e.loadPauses(ctx); err != nil {
+		return err
+	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
@@ -267,6 +270,11 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // A delivery that succeeded is not sent again. id is the delivery's API ID
 // (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
+	return e.retry(ctx, id, nil)
+}
+
+// retry is Retry; done, when not nil, is told when the round is over.
+func (e *Engine) retry(ctx context.Context, id string, done *sync.WaitGroup) (*store.Delivery, error) {
 	d, err := e.retrys.DeliveryByUID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -298,8 +306,14 @@ func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) 
 		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
 	e.inflight.Add(1)
+	if done != nil {
+		done.Add(1)
+	}
 	go func() {
 		defer e.inflight.Done()
+		if done != nil {
+			defer done.Done()
+		}
 		e.manualRound(r, env, orig, false)
 	}()
 	return d, nil
