@@ -120,8 +120,7 @@ func TestBrowser(t *testing.T) {
 	stats := g.ConsoleStats()
 	start := time.Now().Add(-5 * time.Minute)
 	for i := 1; i <= 4; i++ {
-		g.post(t, fmt.Sprintf(`{"id":"ord_%d","type":"order.paid","data":{"customer":"c_%d","total":%d}}`, i, 40+i, 100*i),
-			"User-Agent", "shop-backend/2.1")
+		g.post(t, orderBody(i), "User-Agent", "shop-backend/2.1")
 		stats.Sample(start.Add(time.Duration(i) * time.Minute))
 	}
 	g.waitDead(t, 4)
@@ -244,9 +243,35 @@ func TestBrowser(t *testing.T) {
 	gatewaytest.WaitFor(t, "the 4 dead letters delivered", 30*time.Second, func() (bool, string) {
 		var got []int
 		for i := 1; i <= 4; i++ {
-			got = append(got, g.delivered(fmt.Sprintf(`{"id":"ord_%d","type":"order.paid","data":{"customer":"c_%d","total":%d}}`, i, 40+i, 100*i)))
+			got = append(got, g.delivered(orderBody(i)))
 		}
 		return fmt.Sprint(got) == "[1 1 1 1]", fmt.Sprint(got)
+	})
+
+	// Every dead letter of the route, by filter (POST /v1/deliveries/retry).
+	g.failing.Store(true)
+	for i := 5; i <= 6; i++ {
+		g.post(t, orderBody(i))
+	}
+	g.waitDead(t, 2)
+	g.failing.Store(false)
+	run("retry every dead letter of broken",
+		hxClick("#nav-overview"),
+		hxClick(`#routes-table tr[data-route="broken"] .dead-link`),
+		chromedp.WaitVisible(chromedp.CSS("#dead-table .dead-select")),
+		chromedp.Click(chromedp.ID("#retry-all")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.getElementById("retry-result") !== null && ` +
+				`document.getElementById("retry-result").textContent.startsWith("2 dead letters of broken queued")`)(ctx, tg)
+			return err
+		}),
+	)
+	gatewaytest.WaitFor(t, "the 2 new dead letters delivered, the 4 earlier ones not again", 30*time.Second, func() (bool, string) {
+		var got []int
+		for i := 1; i <= 6; i++ {
+			got = append(got, g.delivered(orderBody(i)))
+		}
+		return fmt.Sprint(got) == "[1 1 1 1 1 1]", fmt.Sprint(got)
 	})
 
 	run("pause ok",
@@ -290,4 +315,9 @@ func TestBrowser(t *testing.T) {
 	if errs := clog.errors(); len(errs) > 0 {
 		t.Errorf("the browser reported errors (a CSP violation is one): %q", errs)
 	}
+}
+
+// orderBody is the body of test order i.
+func orderBody(i int) string {
+	return fmt.Sprintf(`{"id":"ord_%d","type":"order.paid","data":{"customer":"c_%d","total":%d}}`, i, 40+i, 100*i)
 }
