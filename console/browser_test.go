@@ -261,7 +261,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#dead-table .dead-select")),
 		chromedp.Click(chromedp.ID("#retry-all")),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.getElementById("retry-result") !== null && ` +
+			_, err := chromedp.Poll[bool](`document.getElementById("retry-result") !== null && `+
 				`document.getElementById("retry-result").textContent.startsWith("2 dead letters of broken queued")`)(ctx, tg)
 			return err
 		}),
