@@ -17,11 +17,16 @@ func (a *App) mountConsole(ctx context.Context, api *admin.Handler) error {
 	}
 	a.started("console stats", stats)
 	a.consoleStats = stats
+	sources := make([]string, len(a.cfg.Sources))
+	for i, s := range a.cfg.Sources {
+		sources[i] = s.Name
+	}
 	c, err := console.New(console.Config{
 		Authorize: api.Authorize,
 		Store:     a.store,
 		Routes:    a.engine,
 		Stats:     stats,
+		Sources:   sources,
 	}, a.log.With("component", "console"))
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

@@ -59,7 +59,8 @@ type Config struct {
 	Authorize func(header string) (admin.Caller, bool)
 	Store     Store
 	Routes    Routes
-	Stats     *Stats // the overview's numbers and charts
+	Stats     *Stats   // the overview's numbers and charts
+	Sources   []string // the configured sources: where an event ID is looked up
 }
 
 // Console is the web console.

@@ -168,6 +168,7 @@ func (c *Console) events(ctx *fiber.Ctx) error {
 		vals[i] = v
 	}
 	f.Source, f.Type, f.EventID = vals[0], vals[1], vals[2]
+	f.Sources = c.cfg.Sources
 	var err error
 	if f.Since, err = parseTime("since", vals[3]); err != nil {
 		return err

@@ -12,7 +12,11 @@ import (
 // Until and Limit may be empty.
 type EventSearch struct {
 	Source, Type, EventID string
-	Since, Until          time.Time // receipt time, [Since, Until); zero: unbounded
+	// Sources are where an EventID without a Source is looked for (the
+	// configured ones): each is one lookup in the dedup index. Without
+	// them, such an ID is looked for on the receipt-time walk.
+	Sources      []string
+	Since, Until time.Time // receipt time, [Since, Until); zero: unbounded
 	// FieldPath is a JSON path ("$.data.object.id"); with it, only events
 	// whose body holds FieldValue there (compared as text) match.
 	FieldPath, FieldValue string
@@ -28,28 +32,7 @@ type EventSearch struct {
 // that bound was reached (older events in the range were not searched).
 // Without FieldPath, scanned is false.
 func (s *Store) SearchEvents(ctx context.Context, f EventSearch) (out []EventSummary, scanned bool, err error) {
-	where := []string{"+source != ?"}
-	args := []any{TaskSource}
-	if !f.Since.IsZero() {
-		where = append(where, "received_at >= ?")
-		args = append(args, f.Since.UnixMilli())
-	}
-	if !f.Until.IsZero() {
-		where = append(where, "received_at < ?")
-		args = append(args, f.Until.UnixMilli())
-	}
-	if f.Source != "" {
-		where = append(where, "+source = ?")
-		args = append(args, f.Source)
-	}
-	if f.Type != "" {
-		where = append(where, "+event_type = ?")
-		args = append(args, f.Type)
-	}
-	if f.EventID != "" {
-		where = append(where, "+event_id = ?")
-		args = append(args, f.EventID)
-	}
+	where, args, index := f.conditions()
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -57,7 +40,7 @@ func (s *Store) SearchEvents(ctx context.Context, f EventSearch) (out []EventSum
 		f.ScanMax = 10000
 	}
 	inner := `SELECT seq, source, event_id, event_type, content_type, body, received_at
-		FROM events INDEXED BY events_received WHERE ` + strings.Join(where, " AND ") +
+		FROM events ` + index + ` WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY received_at DESC, source DESC, event_id DESC`
 	//nolint:gosec // G202: inner joins the constant conditions above; every value is a bound argument
 	q := `SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, length(e.body), e.received_at,
@@ -65,7 +48,7 @@ func (s *Store) SearchEvents(ctx context.Context, f EventSearch) (out []EventSum
 		FROM (` + inner + ` LIMIT ?) e`
 	if f.FieldPath != "" {
 		// Whether the scan bound cuts the range: the same walk, no bodies.
-		cq := `SELECT count(*) FROM (SELECT seq FROM events INDEXED BY events_received WHERE ` +
+		cq := `SELECT count(*) FROM (SELECT seq FROM events ` + index + ` WHERE ` +
 			strings.Join(where, " AND ") + ` LIMIT ?)`
 		var n int
 		if err := s.r.QueryRowContext(ctx, cq, append(args[:len(args):len(args)], f.ScanMax)...).Scan(&n); err != nil {
@@ -107,4 +90,47 @@ func (s *Store) SearchEvents(ctx context.Context, f EventSearch) (out []EventSum
 		return nil, false, fmt.Errorf("%w: search events: %w", ErrUnavailable, err)
 	}
 	return out, scanned, nil
+}
+
+// conditions returns the WHERE terms of f but the JSON field's, their
+// arguments, and the index to walk.
+func (f *EventSearch) conditions() (where []string, args []any, index string) {
+	where = []string{"+source != ?"}
+	args = []any{TaskSource}
+	if !f.Since.IsZero() {
+		where = append(where, "received_at >= ?")
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "received_at < ?")
+		args = append(args, f.Until.UnixMilli())
+	}
+	if f.Type != "" {
+		where = append(where, "+event_type = ?")
+		args = append(args, f.Type)
+	}
+	// An ID is looked up in the dedup index under each source it may be
+	// of; other searches walk the receipt-time index.
+	index = "INDEXED BY events_received"
+	sources := f.Sources
+	if f.Source != "" {
+		sources = []string{f.Source}
+	}
+	switch {
+	case f.EventID != "" && len(sources) > 0:
+		index = ""
+		where = append(where, "source IN (?"+strings.Repeat(", ?", len(sources)-1)+") AND event_id = ?")
+		for _, src := range sources {
+			args = append(args, src)
+		}
+		args = append(args, f.EventID)
+	case f.EventID != "":
+		where = append(where, "+event_id = ?")
+		args = append(args, f.EventID)
+	}
+	if f.Source != "" && f.EventID == "" {
+		where = append(where, "+source = ?")
+		args = append(args, f.Source)
+	}
+	return where, args, index
 }
