@@ -1,11 +1,16 @@
 package console_test
 
 import (
+	"fmt"
+	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/console"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // Every console answer, shell, static file, fragment and error alike,
@@ -143,4 +148,41 @@ func TestSearch(t *testing.T) {
 			t.Errorf("%s: %d, want 400: %s", q, resp.StatusCode, body)
 		}
 	}
+}
+
+// In cluster mode the console shows this gateway's store: the pages work,
+// deliveries are named by their API IDs (dl_…), and a retry by that ID,
+// as the dead-letter page sends it, delivers.
+func TestClusterMode(t *testing.T) {
+	nats := gatewaytest.RunNATS(t, 0, t.TempDir())
+	g := startGatewayWith(t, fmt.Sprintf("nats: {url: %q, replicas: 1}\ncluster: {enabled: true}", nats.ClientURL()))
+	g.post(t, `{"id":"c1","type":"order.paid"}`)
+	g.waitDead(t, 1)
+	_, dead := g.get(t, opToken, "/console/f/dead?route=broken")
+	m := regexp.MustCompile(`class="dead-select" value="(dl_[A-Za-z0-9_-]+)"`).FindStringSubmatch(dead)
+	if m == nil {
+		t.Fatalf("dead letters page without a dl_ ID:\n%s", dead)
+	}
+	_, ev := g.get(t, opToken, "/console/f/event?source=shop&id=c1")
+	if !strings.Contains(ev, "HTTP 500") || !strings.Contains(ev, m[1]) {
+		t.Fatalf("event page without its attempts or delivery ID:\n%s", ev)
+	}
+	if a, body := g.get(t, opToken, "/console/f/overview"); a.StatusCode != 200 || !strings.Contains(body, `data-route="broken"`) {
+		t.Fatalf("overview: %d %s", a.StatusCode, body)
+	}
+	g.failing.Store(false)
+	req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/deliveries/"+m[1]+"/retry", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry %s: %d", m[1], resp.StatusCode)
+	}
+	gatewaytest.WaitFor(t, "c1 delivered", 30*time.Second, func() (bool, string) {
+		n := g.delivered(`{"id":"c1","type":"order.paid"}`)
+		return n == 1, fmt.Sprint(n)
+	})
 }

@@ -36,6 +36,12 @@ type gateway struct {
 
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
+	return startGatewayWith(t, "")
+}
+
+// startGatewayWith starts a gateway with extra config.
+func startGatewayWith(t *testing.T, extra string) *gateway {
+	t.Helper()
 	g := &gateway{got: map[string]int{}}
 	g.failing.Store(true)
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -62,7 +68,8 @@ routes:
   - {name: broken, sources: [shop], url: %q, retries: 0, schedule: [10ms], breaker_threshold: 0}
 tasks:
   tokens: [%q]
-`, t.TempDir(), opToken, ok.URL, broken.URL, taskToken)), func(string) (string, bool) { return "", false })
+%s
+`, t.TempDir(), opToken, ok.URL, broken.URL, taskToken, extra)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
