@@ -51,8 +51,10 @@ type App struct {
 	engine *outbound.Engine
 	egress *egress.Policy
 	claims *cluster.Claims // cluster mode only
-	// consoleStats samples the counters the console charts.
+	// consoleStats samples the counters the console charts, which are
+	// registered in consoleReg as well as in Registry.
 	consoleStats *console.Stats
+	consoleReg   *prometheus.Registry
 	// deliveries is the cluster delivery state (cluster mode only).
 	deliveries *cluster.DeliveryState
 
@@ -132,6 +134,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},
 		{"start http", a.startHTTP},
+		{"start console stats", a.startConsoleStats},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -193,7 +196,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 	a.egress = policy
 	e, err := outbound.New(outboundRoutes(a.cfg.Routes), a.store, a.broker, outbound.Config{
 		UserAgent:     "hookgate/" + Version,
-		Metrics:       outbound.NewMetrics(a.Registry),
+		Metrics:       outbound.NewMetrics(a.consoleRegisterer()),
 		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
 		State:         a.deliveryState(),
@@ -247,7 +250,7 @@ func (a *App) startRelay(ctx context.Context) error {
 func (a *App) startHTTP(ctx context.Context) error {
 	opts := inbound.Options{
 		Notify:  a.relay.Notify,
-		Metrics: inbound.NewMetrics(a.Registry),
+		Metrics: inbound.NewMetrics(a.consoleRegisterer()),
 	}
 	if a.claims != nil {
 		opts.Cluster, opts.ClusterTimeout = a.claims, a.cfg.Cluster.ClaimTimeout
