@@ -217,6 +217,14 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("timeline lacks the attempts' status and response: %q", timeline)
 	}
 
+	run("replay it to ok",
+		hxClick(`.delivery[data-route="ok"] .replay-route`),
+	)
+	gatewaytest.WaitFor(t, "ord_2 replayed to ok", 30*time.Second, func() (bool, string) {
+		n := g.okDelivered(orderBody(2))
+		return n == 2, fmt.Sprint(n)
+	})
+
 	run("dead letters of broken",
 		hxClick("#nav-overview"),
 		chromedp.WaitVisible(chromedp.CSS(`#routes-table tr[data-route="broken"] .dead-link`)),

@@ -31,7 +31,8 @@ type gateway struct {
 	base    string
 	failing atomic.Bool
 	mu      sync.Mutex
-	got     map[string]int // broken's successful deliveries by webhook-id... by event ID
+	got     map[string]int // broken's successful deliveries, by body
+	okGot   map[string]int // ok's, by body
 }
 
 func startGateway(t *testing.T) *gateway {
@@ -42,9 +43,14 @@ func startGateway(t *testing.T) *gateway {
 // startGatewayWith starts a gateway with extra config.
 func startGatewayWith(t *testing.T, extra string) *gateway {
 	t.Helper()
-	g := &gateway{got: map[string]int{}}
+	g := &gateway{got: map[string]int{}, okGot: map[string]int{}}
 	g.failing.Store(true)
-	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		g.mu.Lock()
+		g.okGot[string(body)]++
+		g.mu.Unlock()
+	}))
 	t.Cleanup(ok.Close)
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -143,4 +149,11 @@ func (g *gateway) delivered(body string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.got[body]
+}
+
+// okDelivered is how many times ok received body.
+func (g *gateway) okDelivered(body string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.okGot[body]
 }
