@@ -186,3 +186,33 @@ func TestClusterMode(t *testing.T) {
 		return n == 1, fmt.Sprint(n)
 	})
 }
+
+// A list pages on: the next page's cursor (long for a long event ID) is
+// taken back.
+func TestPaging(t *testing.T) {
+	g := startGateway(t)
+	pad := strings.Repeat("x", 240)
+	for i := range 101 {
+		g.post(t, fmt.Sprintf(`{"id":"p%03d%s","type":"t"}`, i, pad))
+	}
+	g.waitDead(t, 101)
+	_, page := g.get(t, opToken, "/console/f/dead?route=broken")
+	if n := strings.Count(page, `class="dead-select"`); n != 100 {
+		t.Fatalf("first page: %d rows, want 100", n)
+	}
+	m := regexp.MustCompile(`hx-get="(/console/f/dead\?route=broken&amp;cursor=[^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no next page:\n%s", page)
+	}
+	ids := regexp.MustCompile(`>(p[0-9]{3})x+<`)
+	seen := map[string]bool{}
+	for _, id := range ids.FindAllStringSubmatch(page, -1) {
+		seen[id[1]] = true
+	}
+	next := strings.ReplaceAll(m[1], "&amp;", "&")
+	a, page := g.get(t, opToken, next)
+	last := ids.FindAllStringSubmatch(page, -1)
+	if a.StatusCode != 200 || len(last) != 1 || seen[last[0][1]] || len(seen) != 100 {
+		t.Fatalf("second page (%d bytes of URL): %d, %d on the first\n%s", len(next), a.StatusCode, len(seen), page)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"math"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 // Bounds of what a request may ask for.
 const (
 	maxParam     = 256 // bytes of a search value
+	maxCursor    = 2048
 	pageSize     = 100 // rows of a list
 	excerptBytes = 300 // of a response shown in a timeline
 	bodyShown    = 256 << 10
@@ -61,9 +63,13 @@ func unavailable() error {
 // param returns query parameter name, bounded and copied (fiber reuses
 // its buffers).
 func param(c *fiber.Ctx, name string) (string, error) {
+	limit := maxParam
+	if name == "cursor" { // names a delivery: up to three names and an ID
+		limit = maxCursor
+	}
 	v := strings.TrimSpace(c.Query(name))
-	if len(v) > maxParam || !utf8.ValidString(v) {
-		return "", badParam(name, "must be valid UTF-8 of at most 256 bytes")
+	if len(v) > limit || !utf8.ValidString(v) {
+		return "", badParam(name, fmt.Sprintf("must be valid UTF-8 of at most %d bytes", limit))
 	}
 	return strings.Clone(v), nil
 }
