@@ -142,6 +142,9 @@ func TestBulkRetry(t *testing.T) {
 	gatewaytest.WaitFor(t, "route a's dead letters delivered", 60*time.Second, func() (bool, string) {
 		return dead("a") == 0 && d.count("a") == 2*n, fmt.Sprintf("a: %d dead, %d requests", dead("a"), d.count("a"))
 	})
+	if cb := d.count("b"); cb != n+1 || dead("b") != n+1 {
+		t.Fatalf("route b after route a's bulk retry: %d requests, %d dead; want %d and %d untouched", cb, dead("b"), n+1, n+1)
+	}
 	// A repeat matches nothing and sends nothing.
 	a = c.do(t, bearer(opToken), http.MethodPost, "/v1/deliveries/retry", "", `{"route":"a"}`)
 	if a.status != 202 || a.body["count"] != float64(0) {
