@@ -16,14 +16,17 @@ import (
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/outbound"
 )
 
 // A downstream per route that answers 410 Gone (dead at once) until told
 // to answer 200, and counts the requests of each event.
 type bulkDownstream struct {
-	ok   atomic.Bool
-	mu   sync.Mutex
-	hits map[string]int // route/event -> requests
+	ok      atomic.Bool
+	mu      sync.Mutex
+	hits    map[string]int // route/event -> requests
+	running int
+	peak    int // the most requests at once once ok
 }
 
 func (d *bulkDownstream) count(route string) (n int) {
@@ -47,7 +50,16 @@ func startBulkGateway(t *testing.T) (client, *bulkDownstream) {
 		d.mu.Unlock()
 		if !d.ok.Load() {
 			w.WriteHeader(http.StatusGone)
+			return
 		}
+		d.mu.Lock()
+		d.running++
+		d.peak = max(d.peak, d.running)
+		d.mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // rounds overlap
+		d.mu.Lock()
+		d.running--
+		d.mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
@@ -130,6 +142,9 @@ func TestBulkRetry(t *testing.T) {
 	gatewaytest.WaitFor(t, "route a's dead letters delivered", 60*time.Second, func() (bool, string) {
 		return dead("a") == 0 && d.count("a") == 2*n, fmt.Sprintf("a: %d dead, %d requests", dead("a"), d.count("a"))
 	})
+	if cb := d.count("b"); cb != n+1 || dead("b") != n+1 {
+		t.Fatalf("route b after route a's bulk retry: %d requests, %d dead; want %d and %d untouched", cb, dead("b"), n+1, n+1)
+	}
 	// A repeat matches nothing and sends nothing.
 	a = c.do(t, bearer(opToken), http.MethodPost, "/v1/deliveries/retry", "", `{"route":"a"}`)
 	if a.status != 202 || a.body["count"] != float64(0) {
@@ -157,5 +172,10 @@ func TestBulkRetry(t *testing.T) {
 	}
 	if ca, cb := d.count("a"), d.count("b"); ca != 2*n || cb != 2*(n+1) {
 		t.Fatalf("after everything: a %d, b %d requests, want %d and %d", ca, cb, 2*n, 2*(n+1))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.peak > outbound.BulkRounds {
+		t.Fatalf("%d requests at once, want at most %d", d.peak, outbound.BulkRounds)
 	}
 }

@@ -273,8 +273,9 @@ func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) 
 	return e.retry(ctx, id, nil)
 }
 
-// retry is Retry; done, when not nil, is told when the round is over.
-func (e *Engine) retry(ctx context.Context, id string, done *sync.WaitGroup) (*store.Delivery, error) {
+// retry is Retry; done, when not nil, is called once the round is over
+// (only when retry returns nil).
+func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Delivery, error) {
 	d, err := e.retrys.DeliveryByUID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -306,13 +307,10 @@ func (e *Engine) retry(ctx context.Context, id string, done *sync.WaitGroup) (*s
 		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
 	e.inflight.Add(1)
-	if done != nil {
-		done.Add(1)
-	}
 	go func() {
 		defer e.inflight.Done()
 		if done != nil {
-			defer done.Done()
+			defer done()
 		}
 		e.manualRound(r, env, orig, false)
 	}()
