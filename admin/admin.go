@@ -130,10 +130,12 @@ func (h *Handler) ClusterMode(on bool) *Handler {
 // Register mounts the API under /v1. The event and route endpoints are
 // operators' only.
 func (h *Handler) Register(app fiber.Router) {
+	registerOpenAPI(app)
 	v1 := app.Group("/v1", h.auth)
 	v1.Get("/deliveries", h.listDeliveries)
 	v1.Get("/deliveries/:id", h.getDelivery)
 	v1.Post("/deliveries/:id/retry", h.retryDelivery)
+	h.registerBulk(v1)
 	h.registerEvents(v1)
 	h.registerOutbox(v1)
 	v1.Get("/routes", operatorOnly, h.listRoutes)

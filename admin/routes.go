@@ -30,7 +30,8 @@ func (h *Handler) setRoute(c *fiber.Ctx, fn func(string) error) error {
 	if err := fn(name); errors.Is(err, outbound.ErrRouteNotFound) {
 		return httperror.New(http.StatusNotFound, "not_found", "no such route")
 	} else if err != nil {
-		return err
+		h.log.Error("route pause or resume not recorded", "route", name, "err", err)
+		return unavailable(err)
 	}
 	for _, st := range h.engine.Routes(c.UserContext()) {
 		if st.Name == name {

@@ -23,6 +23,7 @@ import (
 	"github.com/hookgate/hookgate/alert"
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/console"
 	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/httperror"
 	"github.com/hookgate/hookgate/inbound"
@@ -51,6 +52,10 @@ type App struct {
 	engine *outbound.Engine
 	egress *egress.Policy
 	claims *cluster.Claims // cluster mode only
+	// consoleStats samples the counters the console charts, which are
+	// registered in consoleReg as well as in Registry.
+	consoleStats *console.Stats
+	consoleReg   *prometheus.Registry
 	// deliveries is the cluster delivery state (cluster mode only).
 	deliveries *cluster.DeliveryState
 	// alerts is nil without alerts.url.
@@ -136,6 +141,7 @@ func (a *App) Start(ctx context.Context) error {
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},
 		{"start http", a.startHTTP},
+		{"start console stats", a.startConsoleStats},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -197,7 +203,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 	a.egress = policy
 	e, err := outbound.New(outboundRoutes(a.cfg.Routes), a.store, a.broker, outbound.Config{
 		UserAgent:     "hookgate/" + Version,
-		Metrics:       outbound.NewMetrics(a.Registry),
+		Metrics:       outbound.NewMetrics(a.consoleRegisterer()),
 		Tasks:         outboundTasks(a.cfg.Tasks),
 		TaskTransport: policy.Transport(),
 		State:         a.deliveryState(),
@@ -252,7 +258,7 @@ func (a *App) startRelay(ctx context.Context) error {
 func (a *App) startHTTP(ctx context.Context) error {
 	opts := inbound.Options{
 		Notify:  a.relay.Notify,
-		Metrics: inbound.NewMetrics(a.Registry),
+		Metrics: inbound.NewMetrics(a.consoleRegisterer()),
 	}
 	if a.claims != nil {
 		opts.Cluster, opts.ClusterTimeout = a.claims, a.cfg.Cluster.ClaimTimeout
@@ -289,8 +295,12 @@ func (a *App) startHTTP(ctx context.Context) error {
 	a.http.Use(budget.handle)
 	a.http.Use(decodeContent(limit, httpLog))
 	h.Register(a.http)
-	admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).
-		ClusterMode(a.cfg.Cluster.Enabled).Register(a.http)
+	api := admin.New(a.cfg.API.Tokens.Reveal(), a.cfg.Tasks.Tokens.Reveal(), a.store, a.engine, a.log.With("component", "admin")).
+		ClusterMode(a.cfg.Cluster.Enabled)
+	api.Register(a.http)
+	if err := a.mountConsole(ctx, api); err != nil {
+		return err
+	}
 	a.registerOps(a.http)
 	tasks.New(a.tasksConfig(), a.store, a.egress, a.relay.Notify, a.Registry, a.log.With("component", "tasks")).Register(a.http)
 	// No catch-all: the router answers 404 for an unknown path and 405

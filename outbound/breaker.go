@@ -200,6 +200,7 @@ func (e *Engine) Routes(ctx context.Context) []RouteStatus {
 }
 
 // Pause stops deliveries of a route until Resume; rounds in flight finish.
+// The pause is recorded in the store: it outlives a restart.
 func (e *Engine) Pause(name string) error { return e.setManual(name, true) }
 
 // Resume undoes Pause, and closes an open breaker: deliveries start now.
@@ -209,6 +210,9 @@ func (e *Engine) setManual(name string, paused bool) error {
 	r := e.byName[name]
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrRouteNotFound, name)
+	}
+	if err := e.persistPause(name, paused); err != nil {
+		return err
 	}
 	r.breaker.setManual(paused)
 	e.log.Info("route "+map[bool]string{true: "paused", false: "resumed"}[paused]+" by operator", "route", name)

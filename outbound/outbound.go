@@ -180,6 +180,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.started {
 		return nil
 	}
+	if err := e.loadPauses(ctx); err != nil {
+		return err
+	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
@@ -279,6 +282,12 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // A delivery that succeeded is not sent again. id is the delivery's API ID
 // (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
+	return e.retry(ctx, id, nil)
+}
+
+// retry is Retry; done, when not nil, is called once the round is over
+// (only when retry returns nil).
+func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Delivery, error) {
 	d, err := e.retrys.DeliveryByUID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -312,6 +321,9 @@ func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) 
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
+		if done != nil {
+			defer done()
+		}
 		e.manualRound(r, env, orig, false)
 	}()
 	return d, nil

@@ -289,8 +289,11 @@ func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (b
 type DeliveryFilter struct {
 	Route, State, Source string
 	EventID              string
-	After                *DeliveryCursor // only deliveries after this position
-	Limit                int
+	// Since and Until, when set, keep deliveries created at or after Since
+	// and before Until.
+	Since, Until time.Time
+	After        *DeliveryCursor // only deliveries after this position
+	Limit        int
 }
 
 // ListDeliveries returns deliveries matching f in (created_at, source,
@@ -299,6 +302,46 @@ type DeliveryFilter struct {
 // no succeeded delivery), sorting only deliveries created in the same
 // millisecond.
 func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
+	where, args := deliveryWhere(f)
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	args = append(args, f.Limit)
+	//nolint:gosec // G202: where joins the constant conditions of deliveryWhere; every value is a bound argument
+	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
+		where+` ORDER BY created_at, source, event_id, route LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+		}
+		out = append(out, *d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// CountDeliveries returns how many deliveries match f (After and Limit
+// aside).
+func (s *Store) CountDeliveries(ctx context.Context, f DeliveryFilter) (int64, error) {
+	f.After = nil
+	where, args := deliveryWhere(f)
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%w: count deliveries: %w", ErrUnavailable, err)
+	}
+	return n, nil
+}
+
+// deliveryWhere is the condition and its arguments of a DeliveryFilter.
+func deliveryWhere(f DeliveryFilter) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -313,6 +356,12 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 		args = append(args, f.After.CreatedAt, f.After.Source, f.After.EventID, f.After.Route)
 	} else {
 		add("created_at >= ?", math.MinInt64)
+	}
+	if !f.Since.IsZero() {
+		add("created_at >= ?", f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		add("created_at < ?", f.Until.UnixMilli())
 	}
 	if f.Route != "" {
 		add("route = ?", f.Route)
@@ -333,29 +382,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliver
 	case f.EventID != "":
 		add("event_id = ?", f.EventID)
 	}
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	args = append(args, f.Limit)
-	//nolint:gosec // G202: where joins the constant conditions above; every value is a bound argument
-	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY created_at, source, event_id, route LIMIT ?`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
-	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
-		}
-		out = append(out, *d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%w: list deliveries: %w", ErrUnavailable, err)
-	}
-	return out, nil
+	return strings.Join(where, " AND "), args
 }
 
 // Attempts returns a delivery's attempts in order.

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/console"
+)
+
+// mountConsole serves the web console at /console/ (its data to operators'
+// tokens only).
+func (a *App) mountConsole(_ context.Context, api *admin.Handler) error {
+	a.consoleRegisterer() // creates consoleReg when no metrics were registered yet
+	a.consoleStats = console.NewStats(a.consoleReg, 0)
+	sources := make([]string, len(a.cfg.Sources))
+	for i, s := range a.cfg.Sources {
+		sources[i] = s.Name
+	}
+	c, err := console.New(console.Config{
+		Authorize: api.Authorize,
+		Store:     a.store,
+		Routes:    a.engine,
+		Stats:     a.consoleStats,
+		Sources:   sources,
+	}, a.log.With("component", "console"))
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	c.Register(a.http)
+	return nil
+}
+
+// startConsoleStats starts sampling the counters the console charts.
+func (a *App) startConsoleStats(ctx context.Context) error {
+	if err := a.consoleStats.Start(ctx); err != nil {
+		return err
+	}
+	a.started("console stats", a.consoleStats)
+	return nil
+}
+
+// consoleRegisterer registers a collector in Registry and in the registry
+// the console samples: that one holds only the intake and delivery
+// counters, so sampling it reads no gauge (some are cached reads of the
+// store or JetStream).
+func (a *App) consoleRegisterer() prometheus.Registerer {
+	if a.consoleReg == nil {
+		a.consoleReg = prometheus.NewRegistry()
+	}
+	return teeRegisterer{a.Registry, a.consoleReg}
+}
+
+// teeRegisterer registers each collector in every one of its registerers.
+type teeRegisterer []prometheus.Registerer
+
+func (t teeRegisterer) Register(c prometheus.Collector) error {
+	for _, r := range t {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t teeRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t teeRegisterer) Unregister(c prometheus.Collector) bool {
+	ok := true
+	for _, r := range t {
+		ok = r.Unregister(c) && ok
+	}
+	return ok
+}
+
+// ConsoleStats returns what samples the counters the console charts (nil
+// before Start): tests take samples with it.
+func (a *App) ConsoleStats() *console.Stats { return a.consoleStats }
