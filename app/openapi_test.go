@@ -131,8 +131,9 @@ routes:
   - {name: ok, sources: [stripe], url: %q}
   - {name: gone, sources: [stripe], url: %q, retries: 0}
   - {name: other, sources: [plain], url: %q}
+  - {name: picky, sources: [stripe], url: %q, filter: "body.type == 'never'"}
 tasks: {tokens: [%q], allow: [127.0.0.1]}
-`, apiToken, metricsToken, ds.URL+"/ok", ds.URL+"/gone", ds.URL+"/other", taskToken)))
+`, apiToken, metricsToken, ds.URL+"/ok", ds.URL+"/gone", ds.URL+"/other", ds.URL+"/picky", taskToken)))
 
 	spec := admin.OpenAPI()
 	doc, err := libopenapi.NewDocument(spec)
@@ -182,8 +183,8 @@ tasks: {tokens: [%q], allow: [127.0.0.1]}
 	s.do(call{op: "POST /webhooks/{source}", path: "/webhooks/nope", body: body, want: 404})
 	s.do(call{op: "POST /webhooks/{source}", path: "/webhooks/plain", body: `{"id":"p1"}`, want: 200})
 
-	var okID, goneID string
-	waitFor(t, "the event delivered to ok and dead on gone", func() (bool, string) {
+	var okID, goneID, pickyID string
+	waitFor(t, "the event delivered to ok, dead on gone, filtered on picky", func() (bool, string) {
 		l := s.do(call{op: "GET /v1/deliveries", path: "/v1/deliveries?source=stripe&limit=10", auth: op, want: 200})
 		data, _ := l["data"].([]any)
 		for _, d := range data {
@@ -193,12 +194,15 @@ tasks: {tokens: [%q], allow: [127.0.0.1]}
 				okID, _ = m["id"].(string)
 			case m["route"] == "gone" && m["state"] == "dead":
 				goneID, _ = m["id"].(string)
+			case m["route"] == "picky" && m["state"] == "filtered":
+				pickyID, _ = m["id"].(string)
 			}
 		}
-		return okID != "" && goneID != "", fmt.Sprint(data)
+		return okID != "" && goneID != "" && pickyID != "", fmt.Sprint(data)
 	})
 
 	// Deliveries.
+	s.do(call{op: "GET /v1/deliveries", path: "/v1/deliveries?state=filtered", auth: op, want: 200})
 	s.do(call{op: "GET /v1/deliveries", path: "/v1/deliveries?state=bogus", auth: op, want: 400})
 	s.do(call{op: "GET /v1/deliveries", path: "/v1/deliveries", want: 401})
 	s.do(call{op: "GET /v1/deliveries/{id}", path: "/v1/deliveries/" + goneID, auth: op, want: 200})
