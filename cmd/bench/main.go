@@ -67,6 +67,7 @@ type options struct {
 
 	// Internal modes: this binary re-executed as a server under test.
 	bareAddr, serveConfig, natsNode string
+	floorAddr, floorDir             string
 }
 
 func main() {
@@ -103,12 +104,16 @@ func main() {
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
 	flag.StringVar(&o.natsNode, "nats-node", "", "internal: run a NATS node on this nats-server configuration file")
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
+	flag.StringVar(&o.floorAddr, "floor", "", "internal: serve the durable floor on this address (its store in -floor-dir)")
+	flag.StringVar(&o.floorDir, "floor-dir", "", "internal: the durable floor's directory")
 	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
 	flag.Parse()
 
 	switch {
 	case o.bareAddr != "":
 		os.Exit(serveBare(o.bareAddr))
+	case o.floorAddr != "":
+		os.Exit(serveFloor(o.floorAddr, o.floorDir))
 	case o.serveConfig != "":
 		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
 	case o.natsNode != "":
@@ -155,7 +160,7 @@ type sample struct {
 // report collects everything the run measured.
 type report struct {
 	o                         *options
-	bare, peak, half          result
+	bare, floor, peak, half   result
 	halfRate                  float64
 	deliveryRate              float64
 	deliveryTime              time.Duration
@@ -166,6 +171,7 @@ type report struct {
 	soakStart, soakEnd        int64
 	soakMax                   int64
 	bareCPU, peakCPU, halfCPU cpuSplit
+	floorCPU                  cpuSplit
 	// The drain after the peak: delivery alone.
 	drainCPU       cpuSplit
 	drainDelivered int64
@@ -198,9 +204,17 @@ func run(ctx context.Context, o *options) (string, error) {
 	r := &report{o: o}
 	tag := strconv.FormatInt(time.Now().Unix()%100000, 36)
 
-	// 1. Bare Fiber.
+	// 1. Bare Fiber and the durable floor.
 	if o.bareDuration > 0 {
-		if err := r.runBare(ctx, self, dir, tag+"b"); err != nil {
+		var err error
+		if r.bare, r.bareCPU, err = runBaseline(ctx, o, "bare fiber", dir, tag+"b", self, "-bare"); err != nil {
+			return "", err
+		}
+		floorDir := filepath.Join(dir, "floor")
+		if err := os.MkdirAll(floorDir, 0o750); err != nil {
+			return "", err
+		}
+		if r.floor, r.floorCPU, err = runBaseline(ctx, o, "durable floor", dir, tag+"f", self, "-floor-dir", floorDir, "-floor"); err != nil {
 			return "", err
 		}
 	}
@@ -276,34 +290,37 @@ func run(ctx context.Context, o *options) (string, error) {
 	return r.markdown(), ctx.Err()
 }
 
-// runBare measures the bare Fiber handler (this binary with -bare).
-func (r *report) runBare(ctx context.Context, self, dir, tag string) error {
-	o := r.o
+// runBaseline measures a baseline server (this binary with flags, the
+// address last): bare Fiber or the durable floor, under the gateway's load.
+func runBaseline(ctx context.Context, o *options, name, dir, tag, self string, flags ...string) (result, cpuSplit, error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return err
+		return result{}, cpuSplit{}, err
 	}
-	p, err := startProc("bare fiber", filepath.Join(dir, "bare.log"), self, "-bare", addr)
+	argv := append(append([]string{self}, flags...), addr)
+	p, err := startProc(name, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), argv...)
 	if err != nil {
-		return err
+		return result{}, cpuSplit{}, err
 	}
+	var res result
+	var cpu cpuSplit
 	err = waitHTTP(p, addr, 30*time.Second)
 	if err == nil {
 		l := newLoader(addr, o.conns, o.size, o.repeat, tag)
 		l.random = o.randomIDs
-		logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
+		logf("%s: warm-up %s, then %s closed loop over %d connections", name, o.warmup, o.bareDuration, o.conns)
 		l.closedLoop(ctx, o.warmup)
 		m := measureCPU(p)
-		r.bare = l.closedLoop(ctx, o.bareDuration)
-		r.bareCPU = m.done()
+		res = l.closedLoop(ctx, o.bareDuration)
+		cpu = m.done()
 		l.closeIdle()
-		logf("bare fiber: %.0f req/s", r.bare.rate())
+		logf("%s: %.0f req/s", name, res.rate())
 	}
 	err = errors.Join(err, p.Stop(10*time.Second))
 	if err != nil {
-		return fmt.Errorf("bare fiber: %w", err)
+		return res, cpu, fmt.Errorf("%s: %w", name, err)
 	}
-	return ctx.Err()
+	return res, cpu, ctx.Err()
 }
 
 // gatewayBinary is -gateway, or ./cmd/gateway built; empty when the
@@ -587,14 +604,16 @@ func (r *report) markdown() string {
 	r.writeSetup(&b)
 
 	b.WriteString("| metric | result | target | met |\n|---|---:|---|---|\n")
-	ratio := 0.0
 	if r.bare.rate() > 0 {
-		ratio = r.peak.rate() / r.bare.rate()
 		fmt.Fprintf(&b, "| bare Fiber handler, same load (%s) | %s req/s | | |\n", o.bareDuration, num(r.bare.rate()))
 	}
+	if r.floor.rate() > 0 {
+		fmt.Fprintf(&b, "| durable floor, same load (%s): events/s; p50 / p99 / max | %s; %s / %s / %s | | |\n", o.bareDuration,
+			num(r.floor.rate()), ms(r.floor.pct(50)), ms(r.floor.pct(99)), ms(r.floor.pct(100)))
+	}
 	fmt.Fprintf(&b, "| intake at peak (%s closed loop) | %s events/s | | |\n", o.duration, num(r.peak.rate()))
-	if ratio > 0 {
-		fmt.Fprintf(&b, "| intake / bare Fiber | %.1f %% | ≥ 30 %% (aim 50 %%) | %s |\n", ratio*100, yes(ratio >= 0.30))
+	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), o.noRoute) {
+		b.WriteString(row)
 	}
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 / max | %s / %s / %s / %s | | |\n",
 		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)), ms(r.peak.pct(100)))
@@ -637,6 +656,10 @@ func (r *report) markdown() string {
 		growth := float64(r.soakEnd-r.soakStart) / float64(max(r.soakStart, 1))
 		fmt.Fprintf(&b, "| soak %s: RSS start → end (max) | %s → %s (%s) | flat | %s |\n",
 			o.soak, mb(r.soakStart), mb(r.soakEnd), mb(r.soakMax), yes(growth < 0.10))
+	}
+	if r.floor.rate() > 0 {
+		fmt.Fprintf(&b, "| CPU on the durable floor: server / bench / other / stolen; server CPU per event | %s; %.0f µs | | |\n",
+			r.floorCPU, r.floorCPU.server*1e6/r.floor.rate())
 	}
 	if r.bare.rate() > 0 {
 		fmt.Fprintf(&b, "| CPU on bare Fiber: server / bench / other processes / stolen by the hypervisor | %s | | |\n", r.bareCPU)
