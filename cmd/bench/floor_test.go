@@ -125,3 +125,24 @@ func TestFloorRatios(t *testing.T) {
 		}
 	}
 }
+
+// bySecond buckets requests by the second they were due in, apart from
+// the failed ones, and leaves out those past the last second.
+func TestBySecond(t *testing.T) {
+	at := []uint32{0, 10, 999, 1000, 1500, 1700, 2500, 3000}
+	lat := []uint32{1000, 3000, failedLat, 2000, 9000, 4000, failedLat, 100}
+	got := bySecond(at, lat, 3)
+	want := []secondStats{
+		{n: 2, failed: 1, p50: time.Millisecond, p99: 3 * time.Millisecond, maxL: 3 * time.Millisecond},
+		{n: 3, failed: 0, p50: 4 * time.Millisecond, p99: 9 * time.Millisecond, maxL: 9 * time.Millisecond},
+		{n: 0, failed: 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d seconds, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("second %d: %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+}

@@ -64,6 +64,9 @@ type options struct {
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
 	cluster                                                          int
+	restart                                                          bool
+	restartBefore, restartAfter                                      time.Duration
+	restartRate                                                      float64
 
 	// Internal modes: this binary re-executed as a server under test.
 	bareAddr, serveConfig, natsNode string
@@ -102,6 +105,10 @@ func main() {
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
+	flag.BoolVar(&o.restart, "restart", false, "instead of the peak, drain and half phases: load at -restart-rate, SIGKILL the durable floor and then the gateway, start each again and resume the load the moment /healthz answers; latency per second after that")
+	flag.DurationVar(&o.restartBefore, "restart-before", 5*time.Second, "with -restart: load before the SIGKILL")
+	flag.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "with -restart: load after /healthz answered, reported per second")
+	flag.Float64Var(&o.restartRate, "restart-rate", 3000, "with -restart: events/s offered on a fixed schedule")
 	flag.StringVar(&o.natsNode, "nats-node", "", "internal: run a NATS node on this nats-server configuration file")
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
 	flag.StringVar(&o.floorAddr, "floor", "", "internal: serve the durable floor on this address (its store in -floor-dir)")
@@ -185,6 +192,7 @@ type report struct {
 	acceptedTotal  int64         // answers accepted, whole run
 	doubled        int64         // events the downstream was sent twice
 	cluster        *clusterRun   // -cluster
+	restarts       []restartResult
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -265,6 +273,18 @@ func run(ctx context.Context, o *options) (string, error) {
 	defer ob.close()
 	if err := r.waitFirstEvent(ctx, addr, ds, ob, tag+"p", t0); err != nil {
 		return "", err
+	}
+	if o.restart {
+		r.restarts = append(r.restarts, r.restartFloor(ctx, self, dir, tag+"r"))
+		var rr restartResult
+		rr, gw = restartOnce(ctx, o, "gateway", addr, tag+"g", func() (*proc, error) {
+			return startProc("gateway", filepath.Join(dir, "gateway-restarted.log"), gatewayArgv(o, bin, self, cfgPath)...)
+		}, gw)
+		r.restarts = append(r.restarts, rr)
+		if gw == nil {
+			stopped = true
+		}
+		return r.restartMarkdown(), ctx.Err()
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
 	r.rssIdle, _ = memory(gw)

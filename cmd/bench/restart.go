@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The restart mode (-restart): load running on a fixed schedule, SIGKILL
+// the server, start it again, and resume the load the moment /healthz
+// answers; latency per second for the first seconds after that, for the
+// gateway and, beside it, the durable floor.
+
+// restartResult is one server's restart.
+type restartResult struct {
+	name     string
+	before   result        // the load before the kill
+	down     time.Duration // from the SIGKILL until /healthz answered again
+	seconds  []secondStats // after /healthz answered, one per second
+	after    result        // all of it
+	startErr string
+}
+
+// secondStats is one second of the load after the restart.
+type secondStats struct {
+	n, failed      int
+	p50, p99, maxL time.Duration
+}
+
+// bySecond splits the latencies of requests due in each second (at: due
+// time since the load resumed, in ms) into secondStats; a request whose
+// latency is failedLat failed.
+func bySecond(at, lat []uint32, secs int) []secondStats {
+	buckets := make([][]uint32, secs)
+	failed := make([]int, secs)
+	for i, a := range at {
+		s := int(a / 1000)
+		if s >= secs {
+			continue
+		}
+		if lat[i] == failedLat {
+			failed[s]++
+			continue
+		}
+		buckets[s] = append(buckets[s], lat[i])
+	}
+	out := make([]secondStats, secs)
+	for s, b := range buckets {
+		slices.Sort(b)
+		r := result{lat: b}
+		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100)}
+	}
+	return out
+}
+
+// restartOnce runs one restart of a server: the load for o.restartBefore,
+// SIGKILL, start again, /healthz, the load for o.restartAfter.
+func restartOnce(ctx context.Context, o *options, name, addr, tag string, start func() (*proc, error), p *proc) (restartResult, *proc) {
+	res := restartResult{name: name}
+	l := newLoader(addr, o.conns, o.size, o.repeat, tag)
+	l.random = o.randomIDs
+	logf("%s: %s at %.0f events/s, then SIGKILL", name, o.restartBefore, o.restartRate)
+	loadCtx, cancel := context.WithCancel(ctx)
+	done := make(chan result, 1)
+	go func() { done <- l.openLoop(loadCtx, 24*time.Hour, o.restartRate) }()
+	select {
+	case <-time.After(o.restartBefore):
+	case <-ctx.Done():
+	}
+	p.Kill()
+	t0 := time.Now()
+	cancel()
+	res.before = <-done
+	l.closeIdle()
+	np, err := start()
+	if err != nil {
+		res.startErr = err.Error()
+		return res, nil
+	}
+	if err := waitHealthz(ctx, np, addr, 5*time.Minute); err != nil {
+		res.startErr = err.Error()
+		return res, np
+	}
+	res.down = time.Since(t0)
+	l.track = true
+	res.after = l.openLoop(ctx, o.restartAfter, o.restartRate)
+	res.seconds = bySecond(res.after.at, res.after.latAll, int(o.restartAfter/time.Second))
+	logf("%s: /healthz again %s after the SIGKILL; first second p99 %s, whole %s p99 %s",
+		name, res.down.Round(time.Millisecond), firstP99(res.seconds), o.restartAfter, res.after.pct(99))
+	l.closeIdle()
+	return res, np
+}
+
+func firstP99(s []secondStats) string {
+	if len(s) == 0 {
+		return "–"
+	}
+	return ms(s[0].p99)
+}
+
+// waitHealthz polls GET /healthz every 2 ms until it answers 200.
+func waitHealthz(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
+	c := &fasthttp.Client{ReadTimeout: time.Second, WriteTimeout: time.Second, MaxIdleConnDuration: time.Millisecond}
+	url := "http://" + addr + "/healthz"
+	deadline := time.Now().Add(timeout)
+	for {
+		code, _, err := c.GetTimeout(nil, url, time.Second)
+		if err == nil && code == fasthttp.StatusOK {
+			return nil
+		}
+		if p.Exited() {
+			return fmt.Errorf("exited before /healthz answered:\n%s", p.Tail(15))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("/healthz not answered within %s", timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// writeRestart writes the restart table: per second after /healthz
+// answered, the gateway beside the floor.
+func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Restart under load (-restart): %.0f events/s offered on a fixed schedule (latency from when each request was due), SIGKILL after %s, load resumed when /healthz answered\n\n",
+		o.restartRate, o.restartBefore)
+	b.WriteString("| | ")
+	for _, r := range rs {
+		b.WriteString(r.name + " | ")
+	}
+	b.WriteString("\n|---|")
+	b.WriteString(strings.Repeat("---:|", len(rs)))
+	b.WriteString("\n| before the kill: served/s; p99 | ")
+	for _, r := range rs {
+		fmt.Fprintf(b, "%s; %s | ", num(r.before.rate()), ms(r.before.pct(99)))
+	}
+	b.WriteString("\n| SIGKILL → /healthz answered | ")
+	for _, r := range rs {
+		if r.startErr != "" {
+			fmt.Fprintf(b, "failed: %s | ", strings.ReplaceAll(r.startErr, "\n", " "))
+			continue
+		}
+		fmt.Fprintf(b, "%s | ", r.down.Round(time.Millisecond))
+	}
+	b.WriteString("\n")
+	secs := int(o.restartAfter / time.Second)
+	for s := range secs {
+		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max | ", s+1)
+		for _, r := range rs {
+			if s >= len(r.seconds) {
+				b.WriteString("– | ")
+				continue
+			}
+			x := r.seconds[s]
+			fmt.Fprintf(b, "%d (%d); %s / %s / %s | ", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "| all %s after /healthz: p50 / p99 / max; failed | ", o.restartAfter)
+	for _, r := range rs {
+		fmt.Fprintf(b, "%s / %s / %s; %d | ", ms(r.after.pct(50)), ms(r.after.pct(99)), ms(r.after.pct(100)), r.after.failed)
+	}
+	b.WriteString("\n")
+}
+
+// restartFloor is the durable floor's restart, on a store of its own.
+func (r *report) restartFloor(ctx context.Context, self, dir, tag string) restartResult {
+	o := r.o
+	floorDir := filepath.Join(dir, "floor-restart")
+	addr, err := freeAddr()
+	if err == nil {
+		err = os.MkdirAll(floorDir, 0o750)
+	}
+	if err != nil {
+		return restartResult{name: "durable floor", startErr: err.Error()}
+	}
+	start := func() (*proc, error) {
+		return startProc("durable floor", filepath.Join(dir, "floor-restart.log"), self, "-floor-dir", floorDir, "-floor", addr)
+	}
+	p, err := start()
+	if err == nil {
+		err = waitHealthz(ctx, p, addr, 30*time.Second)
+	}
+	if err != nil {
+		return restartResult{name: "durable floor", startErr: err.Error()}
+	}
+	res, p := restartOnce(ctx, o, "durable floor", addr, tag, start, p)
+	if p != nil {
+		if err := p.Stop(10 * time.Second); err != nil {
+			logf("durable floor: %v", err)
+		}
+	}
+	return res
+}
+
+// restartMarkdown is the report of a -restart run.
+func (r *report) restartMarkdown() string {
+	var b strings.Builder
+	r.writeSetup(&b)
+	b.WriteString("| metric | result |\n|---|---:|\n")
+	if r.bare.rate() > 0 {
+		fmt.Fprintf(&b, "| bare Fiber handler, closed loop (%s) | %s req/s |\n", r.o.bareDuration, num(r.bare.rate()))
+	}
+	if r.floor.rate() > 0 {
+		fmt.Fprintf(&b, "| durable floor, closed loop (%s): events/s; p50 / p99 / max | %s; %s / %s / %s |\n", r.o.bareDuration,
+			num(r.floor.rate()), ms(r.floor.pct(50)), ms(r.floor.pct(99)), ms(r.floor.pct(100)))
+	}
+	if r.o.prefill > 0 {
+		fmt.Fprintf(&b, "| gateway start-up on the pre-filled store (before the load): HTTP; first event through | %s; %s |\n",
+			r.startup.Round(time.Millisecond), r.firstDelivery.Round(time.Millisecond))
+	}
+	writeRestart(&b, r.o, r.restarts)
+	if r.o.prefill > 0 {
+		b.WriteString("\nThe durable floor's store is not pre-filled: it restarts on what the load before the kill stored.\n")
+	}
+	return b.String()
+}
