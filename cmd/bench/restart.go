@@ -24,6 +24,7 @@ type restartResult struct {
 	down     time.Duration // from the SIGKILL until /healthz answered again
 	seconds  []secondStats // after /healthz answered, one per second
 	after    result        // all of it
+	cpu      cpuSplit      // during after
 	startErr string
 }
 
@@ -89,7 +90,9 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	}
 	res.down = time.Since(t0)
 	l.track = true
+	m := measureCPU(np)
 	res.after = l.openLoop(ctx, o.restartAfter, o.restartRate)
+	res.cpu = m.done()
 	res.seconds = bySecond(res.after.at, res.after.latAll, int(o.restartAfter/time.Second))
 	logf("%s: /healthz again %s after the SIGKILL; first second p99 %s, whole %s p99 %s",
 		name, res.down.Round(time.Millisecond), firstP99(res.seconds), o.restartAfter, res.after.pct(99))
@@ -164,6 +167,15 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 		}
 		b.WriteString("\n")
 	}
+	fmt.Fprintf(b, "| CPU after /healthz: server / bench / other processes / stolen; server CPU per event | ")
+	for _, r := range rs {
+		per := "–"
+		if r.after.rate() > 0 {
+			per = fmt.Sprintf("%.0f µs", r.cpu.server*1e6/r.after.rate())
+		}
+		fmt.Fprintf(b, "%s; %s | ", r.cpu, per)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(b, "| all %s after /healthz: p50 / p99 / max; failed | ", o.restartAfter)
 	for _, r := range rs {
 		fmt.Fprintf(b, "%s / %s / %s; %d | ", ms(r.after.pct(50)), ms(r.after.pct(99)), ms(r.after.pct(100)), r.after.failed)
