@@ -32,6 +32,11 @@ type restartResult struct {
 type secondStats struct {
 	n, failed      int
 	p50, p99, maxL time.Duration
+	// The gateway's group commits in that second and their mean size
+	// (from /metrics; commits -1 if not read), and its CPU in cores.
+	commits   int
+	meanBatch float64
+	cpu       float64
 }
 
 // bySecond splits the latencies of requests due in each second (at: due
@@ -91,13 +96,57 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	res.down = time.Since(t0)
 	l.track = true
 	m := measureCPU(np)
+	stopWatch, watched := watchSeconds(ctx, np, addr, int(o.restartAfter/time.Second))
 	res.after = l.openLoop(ctx, o.restartAfter, o.restartRate)
 	res.cpu = m.done()
+	stopWatch()
 	res.seconds = bySecond(res.after.at, res.after.latAll, int(o.restartAfter/time.Second))
+	for i, w := range *watched {
+		if i < len(res.seconds) {
+			res.seconds[i].commits, res.seconds[i].meanBatch, res.seconds[i].cpu = w.commits, w.meanBatch, w.cpu
+		}
+	}
 	logf("%s: /healthz again %s after the SIGKILL; first second p99 %s, whole %s p99 %s",
 		name, res.down.Round(time.Millisecond), firstP99(res.seconds), o.restartAfter, res.after.pct(99))
 	l.closeIdle()
 	return res, np
+}
+
+// watchSeconds reads, each second, the server's group commits (from
+// /metrics; -1 where it has none, as the floor) and CPU.
+func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop func(), out *[]secondStats) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	out = &[]secondStats{}
+	go func() {
+		defer close(done)
+		prev, perr := scrapeHistogram(ctx, addr, "hookgate_store_commit_batch_size")
+		cpu0, t0 := p.CPUTime(), time.Now()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for range secs {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			x := secondStats{commits: -1}
+			cur, err := scrapeHistogram(ctx, addr, "hookgate_store_commit_batch_size")
+			if err == nil && perr == nil {
+				d := cur.since(prev)
+				x.commits = int(d.count)
+				if d.count > 0 {
+					x.meanBatch = d.sum / float64(d.count)
+				}
+			}
+			prev, perr = cur, err
+			cpu, now := p.CPUTime(), time.Now()
+			x.cpu = (cpu - cpu0).Seconds() / now.Sub(t0).Seconds()
+			cpu0, t0 = cpu, now
+			*out = append(*out, x)
+		}
+	}()
+	return func() { cancel(); <-done }, out
 }
 
 func firstP99(s []secondStats) string {
@@ -156,14 +205,18 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 	b.WriteString("\n")
 	secs := int(o.restartAfter / time.Second)
 	for s := range secs {
-		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max | ", s+1)
+		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max; server cores; commits × mean batch | ", s+1)
 		for _, r := range rs {
 			if s >= len(r.seconds) {
 				b.WriteString("– | ")
 				continue
 			}
 			x := r.seconds[s]
-			fmt.Fprintf(b, "%d (%d); %s / %s / %s | ", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL))
+			fmt.Fprintf(b, "%d (%d); %s / %s / %s; %.2f", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL), x.cpu)
+			if x.commits >= 0 {
+				fmt.Fprintf(b, "; %d × %.0f", x.commits, x.meanBatch)
+			}
+			b.WriteString(" | ")
 		}
 		b.WriteString("\n")
 	}
