@@ -33,7 +33,8 @@ type secondStats struct {
 	n, failed      int
 	p50, p99, maxL time.Duration
 	// The gateway's group commits in that second and their mean size
-	// (from /metrics; commits -1 if not read), and its CPU in cores.
+	// (from /metrics; commits -1 if not read), and the server's CPU in
+	// cores (-1 if not read).
 	commits   int
 	meanBatch float64
 	cpu       float64
@@ -60,7 +61,7 @@ func bySecond(at, lat []uint32, secs int) []secondStats {
 	for s, b := range buckets {
 		slices.Sort(b)
 		r := result{lat: b}
-		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100)}
+		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100), commits: -1, cpu: -1}
 	}
 	return out
 }
@@ -212,7 +213,10 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 				continue
 			}
 			x := r.seconds[s]
-			fmt.Fprintf(b, "%d (%d); %s / %s / %s; %.2f", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL), x.cpu)
+			fmt.Fprintf(b, "%d (%d); %s / %s / %s", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL))
+			if x.cpu >= 0 {
+				fmt.Fprintf(b, "; %.2f", x.cpu)
+			}
 			if x.commits >= 0 {
 				fmt.Fprintf(b, "; %d × %.0f", x.commits, x.meanBatch)
 			}
