@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,10 @@ type secondStats struct {
 	commits   int
 	meanBatch float64
 	cpu       float64
+	// The server's bytes written to storage (-1 if not read), and the
+	// time some task on the machine waited for I/O (/proc/pressure/io).
+	written int64
+	ioWait  time.Duration
 }
 
 // bySecond splits the latencies of requests due in each second (at: due
@@ -61,7 +66,7 @@ func bySecond(at, lat []uint32, secs int) []secondStats {
 	for s, b := range buckets {
 		slices.Sort(b)
 		r := result{lat: b}
-		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100), commits: -1, cpu: -1}
+		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100), commits: -1, cpu: -1, written: -1}
 	}
 	return out
 }
@@ -105,6 +110,7 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	for i, w := range *watched {
 		if i < len(res.seconds) {
 			res.seconds[i].commits, res.seconds[i].meanBatch, res.seconds[i].cpu = w.commits, w.meanBatch, w.cpu
+			res.seconds[i].written, res.seconds[i].ioWait = w.written, w.ioWait
 		}
 	}
 	logf("%s: /healthz again %s after the SIGKILL; first second p99 %s, whole %s p99 %s",
@@ -123,6 +129,7 @@ func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop fun
 		defer close(done)
 		prev, perr := scrapeHistogram(ctx, addr, "hookgate_store_commit_batch_size")
 		cpu0, t0 := p.CPUTime(), time.Now()
+		w0, io0 := writtenBytes(p.Pid()), ioPressure()
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for range secs {
@@ -144,6 +151,12 @@ func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop fun
 			cpu, now := p.CPUTime(), time.Now()
 			x.cpu = (cpu - cpu0).Seconds() / now.Sub(t0).Seconds()
 			cpu0, t0 = cpu, now
+			w, io := writtenBytes(p.Pid()), ioPressure()
+			x.written, x.ioWait = -1, io-io0
+			if w >= 0 && w0 >= 0 {
+				x.written = w - w0
+			}
+			w0, io0 = w, io
 			*out = append(*out, x)
 		}
 	}()
@@ -206,7 +219,7 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 	b.WriteString("\n")
 	secs := int(o.restartAfter / time.Second)
 	for s := range secs {
-		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max; server cores; commits × mean batch | ", s+1)
+		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max; server cores; MB written; machine I/O wait; commits × mean batch | ", s+1)
 		for _, r := range rs {
 			if s >= len(r.seconds) {
 				b.WriteString("– | ")
@@ -216,6 +229,9 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 			fmt.Fprintf(b, "%d (%d); %s / %s / %s", x.n, x.failed, ms(x.p50), ms(x.p99), ms(x.maxL))
 			if x.cpu >= 0 {
 				fmt.Fprintf(b, "; %.2f", x.cpu)
+			}
+			if x.written >= 0 {
+				fmt.Fprintf(b, "; %.1f MB; %s", float64(x.written)/(1<<20), ms(x.ioWait))
 			}
 			if x.commits >= 0 {
 				fmt.Fprintf(b, "; %d × %.0f", x.commits, x.meanBatch)
@@ -291,4 +307,40 @@ func (r *report) restartMarkdown() string {
 		b.WriteString("\nThe durable floor's store is not pre-filled: it restarts on what the load before the kill stored.\n")
 	}
 	return b.String()
+}
+
+// writtenBytes is what the process has written to storage (write_bytes of
+// /proc/<pid>/io), or -1.
+func writtenBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// ioPressure is the machine's total time some task waited for I/O
+// (/proc/pressure/io, "some"), 0 if unknown.
+func ioPressure() time.Duration {
+	b, err := os.ReadFile("/proc/pressure/io")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return time.Duration(n) * time.Microsecond
+		}
+	}
+	return 0
 }
