@@ -64,7 +64,7 @@ type options struct {
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
 	cluster                                                          int
-	restart                                                          bool
+	restart, restartBurst                                            bool
 	restartBefore, restartAfter                                      time.Duration
 	restartRate                                                      float64
 
@@ -108,6 +108,7 @@ func main() {
 	flag.BoolVar(&o.restart, "restart", false, "instead of the peak, drain and half phases: load at -restart-rate, SIGKILL the durable floor and then the gateway, start each again and resume the load the moment /healthz answers; latency per second after that")
 	flag.DurationVar(&o.restartBefore, "restart-before", 5*time.Second, "with -restart: load before the SIGKILL")
 	flag.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "with -restart: load after /healthz answered, reported per second")
+	flag.BoolVar(&o.restartBurst, "restart-burst", false, "with -restart: the load before the SIGKILL is a closed loop (as fast as answered), so that delivery lags behind at the kill")
 	flag.Float64Var(&o.restartRate, "restart-rate", 3000, "with -restart: events/s offered on a fixed schedule")
 	flag.StringVar(&o.natsNode, "nats-node", "", "internal: run a NATS node on this nats-server configuration file")
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")

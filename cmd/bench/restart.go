@@ -77,10 +77,15 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	res := restartResult{name: name}
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag)
 	l.random = o.randomIDs
-	logf("%s: %s at %.0f events/s, then SIGKILL", name, o.restartBefore, o.restartRate)
 	loadCtx, cancel := context.WithCancel(ctx)
 	done := make(chan result, 1)
-	go func() { done <- l.openLoop(loadCtx, 24*time.Hour, o.restartRate) }()
+	if o.restartBurst {
+		logf("%s: %s closed loop (a burst), then SIGKILL", name, o.restartBefore)
+		go func() { done <- l.closedLoop(loadCtx, 24*time.Hour) }()
+	} else {
+		logf("%s: %s at %.0f events/s, then SIGKILL", name, o.restartBefore, o.restartRate)
+		go func() { done <- l.openLoop(loadCtx, 24*time.Hour, o.restartRate) }()
+	}
 	select {
 	case <-time.After(o.restartBefore):
 	case <-ctx.Done():
@@ -196,8 +201,12 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n### Restart under load (-restart): %.0f events/s offered on a fixed schedule (latency from when each request was due), SIGKILL after %s, load resumed when /healthz answered\n\n",
-		o.restartRate, o.restartBefore)
+	before := fmt.Sprintf("%.0f events/s for %s", o.restartRate, o.restartBefore)
+	if o.restartBurst {
+		before = fmt.Sprintf("a closed loop (a burst) for %s", o.restartBefore)
+	}
+	fmt.Fprintf(b, "\n### Restart under load (-restart): %s, SIGKILL, load resumed when /healthz answered: %.0f events/s offered on a fixed schedule (latency from when each request was due)\n\n",
+		before, o.restartRate)
 	b.WriteString("| | ")
 	for _, r := range rs {
 		b.WriteString(r.name + " | ")
