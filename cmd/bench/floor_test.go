@@ -133,9 +133,9 @@ func TestBySecond(t *testing.T) {
 	lat := []uint32{1000, 3000, failedLat, 2000, 9000, 4000, failedLat, 100}
 	got := bySecond(at, lat, 3)
 	want := []secondStats{
-		{n: 2, failed: 1, p50: time.Millisecond, p99: 3 * time.Millisecond, maxL: 3 * time.Millisecond, commits: -1, cpu: -1, written: -1},
-		{n: 3, failed: 0, p50: 4 * time.Millisecond, p99: 9 * time.Millisecond, maxL: 9 * time.Millisecond, commits: -1, cpu: -1, written: -1},
-		{n: 0, failed: 1, commits: -1, cpu: -1, written: -1},
+		{n: 2, failed: 1, p50: time.Millisecond, p99: 3 * time.Millisecond, maxL: 3 * time.Millisecond, commits: -1, cpu: -1, written: -1, delivered: -1},
+		{n: 3, failed: 0, p50: 4 * time.Millisecond, p99: 9 * time.Millisecond, maxL: 9 * time.Millisecond, commits: -1, cpu: -1, written: -1, delivered: -1},
+		{n: 0, failed: 1, commits: -1, cpu: -1, written: -1, delivered: -1},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d seconds, want %d", len(got), len(want))

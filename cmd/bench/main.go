@@ -280,7 +280,7 @@ func run(ctx context.Context, o *options) (string, error) {
 		var rr restartResult
 		rr, gw = restartOnce(ctx, o, "gateway", addr, tag+"g", func() (*proc, error) {
 			return startProc("gateway", filepath.Join(dir, "gateway-restarted.log"), gatewayArgv(o, bin, self, cfgPath)...)
-		}, gw)
+		}, gw, filepath.Join(dir, "data", "hookgate.db-wal"), ds.distinct.Load)
 		r.restarts = append(r.restarts, rr)
 		if gw == nil {
 			stopped = true

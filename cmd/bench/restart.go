@@ -20,13 +20,14 @@ import (
 
 // restartResult is one server's restart.
 type restartResult struct {
-	name     string
-	before   result        // the load before the kill
-	down     time.Duration // from the SIGKILL until /healthz answered again
-	seconds  []secondStats // after /healthz answered, one per second
-	after    result        // all of it
-	cpu      cpuSplit      // during after
-	startErr string
+	name      string
+	before    result        // the load before the kill
+	down      time.Duration // from the SIGKILL until /healthz answered again
+	seconds   []secondStats // after /healthz answered, one per second
+	after     result        // all of it
+	cpu       cpuSplit      // during after
+	walAtKill int64         // bytes of its WAL just after the SIGKILL (-1: none)
+	startErr  string
 }
 
 // secondStats is one second of the load after the restart.
@@ -43,6 +44,8 @@ type secondStats struct {
 	// time some task on the machine waited for I/O (/proc/pressure/io).
 	written int64
 	ioWait  time.Duration
+	// Events the downstream got in that second (-1: not counted).
+	delivered int64
 }
 
 // bySecond splits the latencies of requests due in each second (at: due
@@ -66,15 +69,18 @@ func bySecond(at, lat []uint32, secs int) []secondStats {
 	for s, b := range buckets {
 		slices.Sort(b)
 		r := result{lat: b}
-		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100), commits: -1, cpu: -1, written: -1}
+		out[s] = secondStats{n: len(b), failed: failed[s], p50: r.pct(50), p99: r.pct(99), maxL: r.pct(100), commits: -1, cpu: -1, written: -1, delivered: -1}
 	}
 	return out
 }
 
 // restartOnce runs one restart of a server: the load for o.restartBefore,
 // SIGKILL, start again, /healthz, the load for o.restartAfter.
-func restartOnce(ctx context.Context, o *options, name, addr, tag string, start func() (*proc, error), p *proc) (restartResult, *proc) {
-	res := restartResult{name: name}
+// walPath is the server's SQLite WAL, whose size at the kill is reported;
+// delivered, if not nil, counts the events delivered, read each second.
+func restartOnce(ctx context.Context, o *options, name, addr, tag string, start func() (*proc, error), p *proc,
+	walPath string, delivered func() int64) (restartResult, *proc) {
+	res := restartResult{name: name, walAtKill: -1}
 	l := newLoader(addr, o.conns, o.size, o.repeat, tag)
 	l.random = o.randomIDs
 	loadCtx, cancel := context.WithCancel(ctx)
@@ -92,6 +98,9 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	}
 	p.Kill()
 	t0 := time.Now()
+	if fi, err := os.Stat(walPath); err == nil {
+		res.walAtKill = fi.Size()
+	}
 	cancel()
 	res.before = <-done
 	l.closeIdle()
@@ -107,7 +116,7 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	res.down = time.Since(t0)
 	l.track = true
 	m := measureCPU(np)
-	stopWatch, watched := watchSeconds(ctx, np, addr, int(o.restartAfter/time.Second))
+	stopWatch, watched := watchSeconds(ctx, np, addr, int(o.restartAfter/time.Second), delivered)
 	res.after = l.openLoop(ctx, o.restartAfter, o.restartRate)
 	res.cpu = m.done()
 	stopWatch()
@@ -126,7 +135,7 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 
 // watchSeconds reads, each second, the server's group commits (from
 // /metrics; -1 where it has none, as the floor) and CPU.
-func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop func(), out *[]secondStats) {
+func watchSeconds(ctx context.Context, p *proc, addr string, secs int, delivered func() int64) (stop func(), out *[]secondStats) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	out = &[]secondStats{}
@@ -135,6 +144,10 @@ func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop fun
 		prev, perr := scrapeHistogram(ctx, addr, "hookgate_store_commit_batch_size")
 		cpu0, t0 := p.CPUTime(), time.Now()
 		w0, io0 := writtenBytes(p.Pid()), ioPressure()
+		var d0 int64
+		if delivered != nil {
+			d0 = delivered()
+		}
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for range secs {
@@ -162,6 +175,11 @@ func watchSeconds(ctx context.Context, p *proc, addr string, secs int) (stop fun
 				x.written = w - w0
 			}
 			w0, io0 = w, io
+			x.delivered = -1
+			if delivered != nil {
+				d := delivered()
+				x.delivered, d0 = d-d0, d
+			}
 			*out = append(*out, x)
 		}
 	}()
@@ -217,6 +235,14 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 	for _, r := range rs {
 		fmt.Fprintf(b, "%s; %s | ", num(r.before.rate()), ms(r.before.pct(99)))
 	}
+	b.WriteString("\n| WAL at the kill | ")
+	for _, r := range rs {
+		if r.walAtKill < 0 {
+			b.WriteString("– | ")
+			continue
+		}
+		fmt.Fprintf(b, "%s | ", mb(r.walAtKill))
+	}
 	b.WriteString("\n| SIGKILL → /healthz answered | ")
 	for _, r := range rs {
 		if r.startErr != "" {
@@ -228,7 +254,7 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 	b.WriteString("\n")
 	secs := int(o.restartAfter / time.Second)
 	for s := range secs {
-		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max; server cores; MB written; machine I/O wait; commits × mean batch | ", s+1)
+		fmt.Fprintf(b, "| second %d after /healthz: n (failed); p50 / p99 / max; server cores; MB written; machine I/O wait; commits × mean batch; delivered | ", s+1)
 		for _, r := range rs {
 			if s >= len(r.seconds) {
 				b.WriteString("– | ")
@@ -244,6 +270,9 @@ func writeRestart(b *strings.Builder, o *options, rs []restartResult) {
 			}
 			if x.commits >= 0 {
 				fmt.Fprintf(b, "; %d × %.0f", x.commits, x.meanBatch)
+			}
+			if x.delivered >= 0 {
+				fmt.Fprintf(b, "; %d delivered", x.delivered)
 			}
 			b.WriteString(" | ")
 		}
@@ -286,7 +315,7 @@ func (r *report) restartFloor(ctx context.Context, self, dir, tag string) restar
 	if err != nil {
 		return restartResult{name: "durable floor", startErr: err.Error()}
 	}
-	res, p := restartOnce(ctx, o, "durable floor", addr, tag, start, p)
+	res, p := restartOnce(ctx, o, "durable floor", addr, tag, start, p, filepath.Join(floorDir, "floor.db-wal"), nil)
 	if p != nil {
 		if err := p.Stop(10 * time.Second); err != nil {
 			logf("durable floor: %v", err)
