@@ -124,7 +124,7 @@ func restartOnce(ctx context.Context, o *options, name, addr, tag string, start 
 	for i, w := range *watched {
 		if i < len(res.seconds) {
 			res.seconds[i].commits, res.seconds[i].meanBatch, res.seconds[i].cpu = w.commits, w.meanBatch, w.cpu
-			res.seconds[i].written, res.seconds[i].ioWait = w.written, w.ioWait
+			res.seconds[i].written, res.seconds[i].ioWait, res.seconds[i].delivered = w.written, w.ioWait, w.delivered
 		}
 	}
 	logf("%s: /healthz again %s after the SIGKILL; first second p99 %s, whole %s p99 %s",
