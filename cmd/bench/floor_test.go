@@ -36,6 +36,7 @@ func TestFloorClaims(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
@@ -66,6 +67,7 @@ func TestFloorClaims(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			mu.Lock()
 			defer mu.Unlock()

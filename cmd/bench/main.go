@@ -214,18 +214,8 @@ func run(ctx context.Context, o *options) (string, error) {
 	tag := strconv.FormatInt(time.Now().Unix()%100000, 36)
 
 	// 1. Bare Fiber and the durable floor.
-	if o.bareDuration > 0 {
-		var err error
-		if r.bare, r.bareCPU, err = runBaseline(ctx, o, "bare fiber", dir, tag+"b", self, "-bare"); err != nil {
-			return "", err
-		}
-		floorDir := filepath.Join(dir, "floor")
-		if err := os.MkdirAll(floorDir, 0o750); err != nil {
-			return "", err
-		}
-		if r.floor, r.floorCPU, err = runBaseline(ctx, o, "durable floor", dir, tag+"f", self, "-floor-dir", floorDir, "-floor"); err != nil {
-			return "", err
-		}
+	if err := r.runBaselines(ctx, dir, tag, self); err != nil {
+		return "", err
 	}
 
 	// 2. The gateway.
@@ -309,6 +299,25 @@ func run(ctx context.Context, o *options) (string, error) {
 		return r.markdown(), err
 	}
 	return r.markdown(), ctx.Err()
+}
+
+// runBaselines measures bare Fiber and the durable floor (unless
+// -bare-duration 0).
+func (r *report) runBaselines(ctx context.Context, dir, tag, self string) error {
+	o := r.o
+	if o.bareDuration <= 0 {
+		return nil
+	}
+	var err error
+	if r.bare, r.bareCPU, err = runBaseline(ctx, o, "bare fiber", dir, tag+"b", self, "-bare"); err != nil {
+		return err
+	}
+	floorDir := filepath.Join(dir, "floor")
+	if err := os.MkdirAll(floorDir, 0o750); err != nil {
+		return err
+	}
+	r.floor, r.floorCPU, err = runBaseline(ctx, o, "durable floor", dir, tag+"f", self, "-floor-dir", floorDir, "-floor")
+	return err
 }
 
 // runBaseline measures a baseline server (this binary with flags, the
