@@ -15,7 +15,8 @@
 //
 //  1. the same load against a bare Fiber handler that reads the body (this
 //     binary re-executed with -bare), for the ratio: absolute numbers drift
-//     between machines;
+//     between machines; then against the durable floor (-floor, floor.go),
+//     the least a durable, deduplicating receiver does;
 //  2. the gateway at its peak: every connection sends its next request as
 //     soon as the previous one is answered;
 //  3. the time until every accepted event was delivered to the downstream
@@ -24,7 +25,10 @@
 //  4. the gateway at half the peak rate, on a fixed schedule, latency
 //     counted from when each request was due;
 //  5. with -soak, more of 4, for memory flatness;
-//  6. with -cluster N, after the single-node gateway stopped: 3 NATS
+//  6. with -restart, instead of 2 to 5 and 7: the durable floor, then the
+//     gateway, SIGKILLed under load and started again, the load resumed the
+//     moment /healthz answers, latency per second after it (restart.go);
+//  7. with -cluster N, after the single-node gateway stopped: 3 NATS
 //     JetStream nodes (this binary re-executed with -nats-node, each its
 //     own process) and N gateways in cluster mode on them, under the same
 //     load spread over the gateways (connection i to gateway i mod N,
@@ -105,7 +109,7 @@ func main() {
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
-	flag.BoolVar(&o.restart, "restart", false, "instead of the peak, drain and half phases: load at -restart-rate, SIGKILL the durable floor and then the gateway, start each again and resume the load the moment /healthz answers; latency per second after that")
+	flag.BoolVar(&o.restart, "restart", false, "instead of the peak, drain, half, soak and cluster phases: load at -restart-rate, SIGKILL the durable floor and then the gateway, start each again and resume the load the moment /healthz answers; latency per second after that")
 	flag.DurationVar(&o.restartBefore, "restart-before", 5*time.Second, "with -restart: load before the SIGKILL")
 	flag.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "with -restart: load after /healthz answered, reported per second")
 	flag.BoolVar(&o.restartBurst, "restart-burst", false, "with -restart: the load before the SIGKILL is a closed loop (as fast as answered), so that delivery lags behind at the kill")
