@@ -32,6 +32,7 @@ type loader struct {
 	repeat  float64                // share of requests that repeat an earlier event
 	tag     string                 // makes event IDs unique to this run
 	random  bool                   // event IDs are random, not counted per sender
+	track   bool                   // keep each request's due time and latency, in order (result.at, latAll)
 	client  *fasthttp.HostClient   // the first target's
 	clients []*fasthttp.HostClient // one per target (gateway)
 	workers []*worker
@@ -141,7 +142,13 @@ type result struct {
 	elapsed                     time.Duration
 	accepted, duplicate, failed int64
 	lat                         []uint32 // microseconds, sorted
+	// With loader.track: every request's due time since the start (ms)
+	// and its latency (µs; failedLat if it failed), pairwise.
+	at, latAll []uint32
 }
+
+// failedLat is the latency of a failed request in result.latAll.
+const failedLat = 1<<32 - 1
 
 func (r result) ok() int64 { return r.accepted + r.duplicate }
 
@@ -188,7 +195,7 @@ func (l *loader) run(ctx context.Context, d time.Duration, rate float64) result 
 	}
 	var wg sync.WaitGroup
 	for _, w := range l.workers {
-		w.lat = w.lat[:0]
+		w.lat, w.at, w.latAll = w.lat[:0], w.at[:0], w.latAll[:0]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,8 +215,17 @@ func (l *loader) run(ctx context.Context, d time.Duration, rate float64) result 
 				} else {
 					due = time.Now()
 				}
-				if w.send() {
-					w.lat = append(w.lat, uint32(min(time.Since(due).Microseconds(), 1<<32-1)))
+				ok := w.send()
+				lat := uint32(min(time.Since(due).Microseconds(), failedLat-1))
+				if ok {
+					w.lat = append(w.lat, lat)
+				}
+				if l.track {
+					if !ok {
+						lat = failedLat
+					}
+					w.at = append(w.at, uint32(due.Sub(start).Milliseconds()))
+					w.latAll = append(w.latAll, lat)
 				}
 			}
 		}()
@@ -219,6 +235,8 @@ func (l *loader) run(ctx context.Context, d time.Duration, rate float64) result 
 		accepted: l.accepted.Load() - a0, duplicate: l.duplicate.Load() - d0, failed: l.failed.Load() - f0}
 	for _, w := range l.workers {
 		r.lat = append(r.lat, w.lat...)
+		r.at = append(r.at, w.at...)
+		r.latAll = append(r.latAll, w.latAll...)
 	}
 	slices.Sort(r.lat)
 	return r
@@ -238,6 +256,8 @@ type worker struct {
 	body   []byte
 	hdr    []byte
 	lat    []uint32
+	at     []uint32 // with loader.track
+	latAll []uint32
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
 

@@ -15,7 +15,8 @@
 //
 //  1. the same load against a bare Fiber handler that reads the body (this
 //     binary re-executed with -bare), for the ratio: absolute numbers drift
-//     between machines;
+//     between machines; then against the durable floor (-floor, floor.go),
+//     the least a durable, deduplicating receiver does;
 //  2. the gateway at its peak: every connection sends its next request as
 //     soon as the previous one is answered;
 //  3. the time until every accepted event was delivered to the downstream
@@ -24,7 +25,10 @@
 //  4. the gateway at half the peak rate, on a fixed schedule, latency
 //     counted from when each request was due;
 //  5. with -soak, more of 4, for memory flatness;
-//  6. with -cluster N, after the single-node gateway stopped: 3 NATS
+//  6. with -restart, instead of 2 to 5 and 7: the durable floor, then the
+//     gateway, SIGKILLed under load and started again, the load resumed the
+//     moment /healthz answers, latency per second after it (restart.go);
+//  7. with -cluster N, after the single-node gateway stopped: 3 NATS
 //     JetStream nodes (this binary re-executed with -nats-node, each its
 //     own process) and N gateways in cluster mode on them, under the same
 //     load spread over the gateways (connection i to gateway i mod N,
@@ -64,9 +68,13 @@ type options struct {
 	noRoute, randomIDs                                               bool
 	keep                                                             bool
 	cluster                                                          int
+	restart, restartBurst                                            bool
+	restartBefore, restartAfter                                      time.Duration
+	restartRate                                                      float64
 
 	// Internal modes: this binary re-executed as a server under test.
 	bareAddr, serveConfig, natsNode string
+	floorAddr, floorDir             string
 }
 
 func main() {
@@ -101,14 +109,23 @@ func main() {
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
+	flag.BoolVar(&o.restart, "restart", false, "instead of the peak, drain, half, soak and cluster phases: load at -restart-rate, SIGKILL the durable floor and then the gateway, start each again and resume the load the moment /healthz answers; latency per second after that")
+	flag.DurationVar(&o.restartBefore, "restart-before", 5*time.Second, "with -restart: load before the SIGKILL")
+	flag.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "with -restart: load after /healthz answered, reported per second")
+	flag.BoolVar(&o.restartBurst, "restart-burst", false, "with -restart: the load before the SIGKILL is a closed loop (as fast as answered), so that delivery lags behind at the kill")
+	flag.Float64Var(&o.restartRate, "restart-rate", 3000, "with -restart: events/s offered on a fixed schedule")
 	flag.StringVar(&o.natsNode, "nats-node", "", "internal: run a NATS node on this nats-server configuration file")
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
+	flag.StringVar(&o.floorAddr, "floor", "", "internal: serve the durable floor on this address (its store in -floor-dir)")
+	flag.StringVar(&o.floorDir, "floor-dir", "", "internal: the durable floor's directory")
 	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
 	flag.Parse()
 
 	switch {
 	case o.bareAddr != "":
 		os.Exit(serveBare(o.bareAddr))
+	case o.floorAddr != "":
+		os.Exit(serveFloor(o.floorAddr, o.floorDir))
 	case o.serveConfig != "":
 		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
 	case o.natsNode != "":
@@ -155,7 +172,7 @@ type sample struct {
 // report collects everything the run measured.
 type report struct {
 	o                         *options
-	bare, peak, half          result
+	bare, floor, peak, half   result
 	halfRate                  float64
 	deliveryRate              float64
 	deliveryTime              time.Duration
@@ -166,6 +183,7 @@ type report struct {
 	soakStart, soakEnd        int64
 	soakMax                   int64
 	bareCPU, peakCPU, halfCPU cpuSplit
+	floorCPU                  cpuSplit
 	// The drain after the peak: delivery alone.
 	drainCPU       cpuSplit
 	drainDelivered int64
@@ -179,6 +197,7 @@ type report struct {
 	acceptedTotal  int64         // answers accepted, whole run
 	doubled        int64         // events the downstream was sent twice
 	cluster        *clusterRun   // -cluster
+	restarts       []restartResult
 }
 
 func run(ctx context.Context, o *options) (string, error) {
@@ -198,11 +217,9 @@ func run(ctx context.Context, o *options) (string, error) {
 	r := &report{o: o}
 	tag := strconv.FormatInt(time.Now().Unix()%100000, 36)
 
-	// 1. Bare Fiber.
-	if o.bareDuration > 0 {
-		if err := r.runBare(ctx, self, dir, tag+"b"); err != nil {
-			return "", err
-		}
+	// 1. Bare Fiber and the durable floor.
+	if err := r.runBaselines(ctx, dir, tag, self); err != nil {
+		return "", err
 	}
 
 	// 2. The gateway.
@@ -252,6 +269,18 @@ func run(ctx context.Context, o *options) (string, error) {
 	if err := r.waitFirstEvent(ctx, addr, ds, ob, tag+"p", t0); err != nil {
 		return "", err
 	}
+	if o.restart {
+		r.restarts = append(r.restarts, r.restartFloor(ctx, self, dir, tag+"r"))
+		var rr restartResult
+		rr, gw = restartOnce(ctx, o, "gateway", addr, tag+"g", func() (*proc, error) {
+			return startProc("gateway", filepath.Join(dir, "gateway-restarted.log"), gatewayArgv(o, bin, self, cfgPath)...)
+		}, gw, filepath.Join(dir, "data", "hookgate.db-wal"), ds.distinct.Load)
+		r.restarts = append(r.restarts, rr)
+		if gw == nil {
+			stopped = true
+		}
+		return r.restartMarkdown(), ctx.Err()
+	}
 	time.Sleep(500 * time.Millisecond) // let start-up settle before the idle reading
 	r.rssIdle, _ = memory(gw)
 
@@ -276,34 +305,56 @@ func run(ctx context.Context, o *options) (string, error) {
 	return r.markdown(), ctx.Err()
 }
 
-// runBare measures the bare Fiber handler (this binary with -bare).
-func (r *report) runBare(ctx context.Context, self, dir, tag string) error {
+// runBaselines measures bare Fiber and the durable floor (unless
+// -bare-duration 0).
+func (r *report) runBaselines(ctx context.Context, dir, tag, self string) error {
 	o := r.o
+	if o.bareDuration <= 0 {
+		return nil
+	}
+	var err error
+	if r.bare, r.bareCPU, err = runBaseline(ctx, o, "bare fiber", dir, tag+"b", self, "-bare"); err != nil {
+		return err
+	}
+	floorDir := filepath.Join(dir, "floor")
+	if err := os.MkdirAll(floorDir, 0o750); err != nil {
+		return err
+	}
+	r.floor, r.floorCPU, err = runBaseline(ctx, o, "durable floor", dir, tag+"f", self, "-floor-dir", floorDir, "-floor")
+	return err
+}
+
+// runBaseline measures a baseline server (this binary with flags, the
+// address last): bare Fiber or the durable floor, under the gateway's load.
+func runBaseline(ctx context.Context, o *options, name, dir, tag, self string, flags ...string) (result, cpuSplit, error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return err
+		return result{}, cpuSplit{}, err
 	}
-	p, err := startProc("bare fiber", filepath.Join(dir, "bare.log"), self, "-bare", addr)
+	argv := append(append([]string{self}, flags...), addr)
+	p, err := startProc(name, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), argv...)
 	if err != nil {
-		return err
+		return result{}, cpuSplit{}, err
 	}
+	var res result
+	var cpu cpuSplit
 	err = waitHTTP(p, addr, 30*time.Second)
 	if err == nil {
 		l := newLoader(addr, o.conns, o.size, o.repeat, tag)
 		l.random = o.randomIDs
-		logf("bare fiber: warm-up %s, then %s closed loop over %d connections", o.warmup, o.bareDuration, o.conns)
+		logf("%s: warm-up %s, then %s closed loop over %d connections", name, o.warmup, o.bareDuration, o.conns)
 		l.closedLoop(ctx, o.warmup)
 		m := measureCPU(p)
-		r.bare = l.closedLoop(ctx, o.bareDuration)
-		r.bareCPU = m.done()
+		res = l.closedLoop(ctx, o.bareDuration)
+		cpu = m.done()
 		l.closeIdle()
-		logf("bare fiber: %.0f req/s", r.bare.rate())
+		logf("%s: %.0f req/s", name, res.rate())
 	}
 	err = errors.Join(err, p.Stop(10*time.Second))
 	if err != nil {
-		return fmt.Errorf("bare fiber: %w", err)
+		return res, cpu, fmt.Errorf("%s: %w", name, err)
 	}
-	return ctx.Err()
+	return res, cpu, ctx.Err()
 }
 
 // gatewayBinary is -gateway, or ./cmd/gateway built; empty when the
@@ -587,14 +638,16 @@ func (r *report) markdown() string {
 	r.writeSetup(&b)
 
 	b.WriteString("| metric | result | target | met |\n|---|---:|---|---|\n")
-	ratio := 0.0
 	if r.bare.rate() > 0 {
-		ratio = r.peak.rate() / r.bare.rate()
 		fmt.Fprintf(&b, "| bare Fiber handler, same load (%s) | %s req/s | | |\n", o.bareDuration, num(r.bare.rate()))
 	}
+	if r.floor.rate() > 0 {
+		fmt.Fprintf(&b, "| durable floor, same load (%s): events/s; p50 / p99 / max | %s; %s / %s / %s | | |\n", o.bareDuration,
+			num(r.floor.rate()), ms(r.floor.pct(50)), ms(r.floor.pct(99)), ms(r.floor.pct(100)))
+	}
 	fmt.Fprintf(&b, "| intake at peak (%s closed loop) | %s events/s | | |\n", o.duration, num(r.peak.rate()))
-	if ratio > 0 {
-		fmt.Fprintf(&b, "| intake / bare Fiber | %.1f %% | ≥ 30 %% (aim 50 %%) | %s |\n", ratio*100, yes(ratio >= 0.30))
+	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), o.noRoute) {
+		b.WriteString(row)
 	}
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 / max | %s / %s / %s / %s | | |\n",
 		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)), ms(r.peak.pct(100)))
@@ -637,6 +690,10 @@ func (r *report) markdown() string {
 		growth := float64(r.soakEnd-r.soakStart) / float64(max(r.soakStart, 1))
 		fmt.Fprintf(&b, "| soak %s: RSS start → end (max) | %s → %s (%s) | flat | %s |\n",
 			o.soak, mb(r.soakStart), mb(r.soakEnd), mb(r.soakMax), yes(growth < 0.10))
+	}
+	if r.floor.rate() > 0 {
+		fmt.Fprintf(&b, "| CPU on the durable floor: server / bench / other / stolen; server CPU per event | %s; %.0f µs | | |\n",
+			r.floorCPU, r.floorCPU.server*1e6/r.floor.rate())
 	}
 	if r.bare.rate() > 0 {
 		fmt.Fprintf(&b, "| CPU on bare Fiber: server / bench / other processes / stolen by the hypervisor | %s | | |\n", r.bareCPU)

@@ -22,6 +22,11 @@ type walRestarts struct {
 
 // scrapeWALRestarts reads the histogram from the gateway's /metrics.
 func scrapeWALRestarts(ctx context.Context, addr string) (walRestarts, error) {
+	return scrapeHistogram(ctx, addr, "hookgate_store_wal_restart_seconds")
+}
+
+// scrapeHistogram reads a histogram from the gateway's /metrics.
+func scrapeHistogram(ctx context.Context, addr, name string) (walRestarts, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -41,9 +46,9 @@ func scrapeWALRestarts(ctx context.Context, addr string) (walRestarts, error) {
 	if err != nil {
 		return walRestarts{}, fmt.Errorf("parse /metrics: %w", err)
 	}
-	f := fams["hookgate_store_wal_restart_seconds"]
+	f := fams[name]
 	if f == nil || len(f.GetMetric()) == 0 {
-		return walRestarts{}, fmt.Errorf("/metrics has no hookgate_store_wal_restart_seconds")
+		return walRestarts{}, fmt.Errorf("/metrics has no %s", name)
 	}
 	h := f.GetMetric()[0].GetHistogram()
 	w := walRestarts{count: h.GetSampleCount(), sum: h.GetSampleSum(), buckets: map[float64]uint64{}}
