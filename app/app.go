@@ -104,6 +104,7 @@ func (a *App) WithEgressOptions(opts ...egress.Option) *App {
 // Run starts the gateway, serves until ctx is done, then stops it within
 // cfg.ShutdownTimeout.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	setMemoryLimit(cfg, log)
 	a := New(cfg, log)
 	if err := a.Start(ctx); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)

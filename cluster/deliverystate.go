@@ -333,7 +333,7 @@ func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bo
 	c := &claim{}
 	s.held[key] = c
 	s.mu.Unlock()
-	err := s.claim(ctx, k.Route, key, c)
+	err := s.claim(ctx, k.Route, key, k.Fresh, c)
 	s.mu.Lock()
 	lvl := s.failing.level(err, s.now())
 	if err != nil {
@@ -383,18 +383,39 @@ func (f *failures) level(err error, now time.Time) slog.Level {
 var errLeased = errors.New("cluster: a round runs under another lease")
 
 // claim writes this process's lease on key into c.
-func (s *DeliveryState) claim(ctx context.Context, route, key string, c *claim) error {
+// With fresh (see outbound.DeliveryKey) it first tries to create the
+// entry.
+func (s *DeliveryState) claim(ctx context.Context, route, key string, fresh bool, c *claim) error {
 	kv, err := s.bucket(ctx)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
+	now := s.now()
+	if fresh {
+		// Likely no entry yet: created by one compare-and-set (on "no
+		// revision"), without reading first; if there is one, read it.
+		next := record{Owner: s.cfg.Owner, Lease: now.Add(s.leaseOf(route)).UnixMilli()}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		rev, err := kv.Update(ctx, key, data, 0)
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			c.rev, c.rec = rev, next
+			s.mu.Unlock()
+			return nil
+		case !errors.Is(err, natsjs.ErrKeyRevisionMismatch):
+			return fmt.Errorf("cluster: write delivery lease: %w", err)
+		}
+	}
 	cur, rev, found, err := s.get(ctx, key)
 	if err != nil {
 		return err
 	}
-	now := s.now()
 	if !claimable(cur, found, s.cfg.Owner, now) {
 		return errLeased
 	}
@@ -623,5 +644,8 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 		}
 	}
 }
+
+// ClaimsByIdentity: a claim is of the KV key, which has no seq in it.
+func (s *DeliveryState) ClaimsByIdentity() {}
 
 var _ outbound.DeliveryState = (*DeliveryState)(nil)

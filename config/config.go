@@ -157,6 +157,13 @@ type NATS struct {
 	SyncInterval time.Duration `yaml:"sync_interval"`
 	// SyncAlways makes the embedded server fsync every write. Default false.
 	SyncAlways bool `yaml:"sync_always"`
+	// MemoryLimitMB is, with the embedded server, the process's soft
+	// memory limit in MiB (Go's GOMEMLIMIT, set at start): the garbage
+	// collector then frees the server's released block caches before RSS
+	// passes it, which bounds RSS while delivery lags intake (366 MB
+	// without it in bench/RESULTS.md). Default 160; 0: none. Not set with
+	// an external server, nor when GOMEMLIMIT is in the environment.
+	MemoryLimitMB int `yaml:"memory_limit_mb"`
 	// Stream is the JetStream stream for inbound events. Default "HOOKGATE_EVENTS".
 	Stream string `yaml:"stream"`
 	// DuplicateWindow is the stream's Nats-Msg-Id dedup window. Default 20s.

@@ -18,6 +18,7 @@ const (
 	DefaultStream            = "HOOKGATE_EVENTS"
 	DefaultDuplicateWindow   = 20 * time.Second
 	DefaultSyncInterval      = time.Second
+	DefaultMemoryLimitMB     = 160
 	DefaultReplicas          = 1
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultOutboxMaxAge      = time.Minute
@@ -93,6 +94,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 
 	str(&c.NATS.StoreDir, filepath.Join(c.DataDir, "jetstream"))
 	dur(&c.NATS.SyncInterval, "nats.sync_interval", DefaultSyncInterval)
+	num(&c.NATS.MemoryLimitMB, "nats.memory_limit_mb", DefaultMemoryLimitMB)
 	str(&c.NATS.Stream, DefaultStream)
 	str(&c.NATS.Retention, "interest")
 	dur(&c.NATS.DuplicateWindow, "nats.duplicate_window", DefaultDuplicateWindow)

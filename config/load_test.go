@@ -91,6 +91,7 @@ func TestFullExample(t *testing.T) {
 			StoreDir:        "/var/lib/hookgate/js",
 			SyncInterval:    30 * time.Second,
 			SyncAlways:      true,
+			MemoryLimitMB:   256,
 			Stream:          "HG_EVENTS",
 			Retention:       "limits",
 			DuplicateWindow: 10 * time.Minute,
@@ -260,6 +261,7 @@ routes:
 	wantNATS := NATS{
 		StoreDir:        filepath.Join("./data", "jetstream"),
 		SyncInterval:    time.Second,
+		MemoryLimitMB:   DefaultMemoryLimitMB,
 		Stream:          "HOOKGATE_EVENTS",
 		DuplicateWindow: 20 * time.Second,
 		Retention:       "interest",

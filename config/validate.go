@@ -232,6 +232,9 @@ func (c *Config) validateNATS(v *validator) {
 		v.errorf("nats.port", "must be between 0 and 65535, got %d", n.Port)
 	}
 	v.positiveDuration("nats.sync_interval", n.SyncInterval)
+	if n.MemoryLimitMB < 0 {
+		v.errorf("nats.memory_limit_mb", "must be 0 (none) or more, got %d", n.MemoryLimitMB)
+	}
 	if strings.ContainsAny(n.Stream, " \t\r\n.*>/\\") {
 		v.errorf("nats.stream", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", n.Stream)
 	}

@@ -38,6 +38,7 @@ func TestValidation(t *testing.T) {
 		{"nats port negative", "nats: {port: -1}\n" + validBase, "config: nats.port: must be between 0 and 65535, got -1"},
 		{"nats url", "nats: {url: 'nats://a:4222,,nats://b:4222'}\n" + validBase, "config: nats.url: empty server in comma-separated list"},
 		{"nats sync_interval", "nats: {sync_interval: -5s}\n" + validBase, "config: nats.sync_interval: must be positive, got -5s"},
+		{"nats memory_limit_mb", "nats: {memory_limit_mb: -1}\n" + validBase, "config: nats.memory_limit_mb: must be 0 (none) or more, got -1"},
 		{"nats stream", "nats: {stream: a.b}\n" + validBase, `config: nats.stream: invalid stream name "a.b"…`},
 		{"nats duplicate_window", "nats: {duplicate_window: 0s}\n" + validBase, "config: nats.duplicate_window: must be positive, got 0s"},
 		{"nats replicas", "nats: {replicas: 0}\n" + validBase, "config: nats.replicas: must be positive, got 0"},

@@ -82,16 +82,26 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 	// One round per event at a time: a copy that comes while one runs
 	// comes back shortly, and then reads its outcome.
 	k := ev.key(r)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered == 1 {
+		k.Fresh = true
+	}
 	if !e.state.TryClaim(ctx, k) {
 		return nakFor(roundRunningRetry), held, false
 	}
 	prev, err := e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	if errors.Is(err, store.ErrOtherEvent) {
-		e.state.Release(k)
-		if !e.adopt(ctx, r, &ev, msg) {
-			return nakFor(stateRetry), held, false
+		// A claim by identity holds under the adopted seq too: kept,
+		// not released and made again.
+		_, kept := e.state.(identityClaims)
+		if !kept {
+			e.state.Release(k)
 		}
-		if k = ev.key(r); !e.state.TryClaim(ctx, k) {
+		if !e.adopt(ctx, r, &ev, msg) {
+			return nakFor(stateRetry), k, kept
+		}
+		if nk := ev.key(r); kept {
+			k.Seq = nk.Seq
+		} else if k = nk; !e.state.TryClaim(ctx, k) {
 			return nakFor(roundRunningRetry), held, false
 		}
 		prev, err = e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)

@@ -36,7 +36,17 @@ type DeliveryKey struct {
 	Route           string
 	Seq             int64
 	Source, EventID string
+	// Fresh hints that no round of it is likely recorded yet (its
+	// message's first delivery): a state may then try its claim without
+	// reading first. A hint only: a claim is right either way.
+	Fresh bool
 }
+
+// identityClaims is a DeliveryState whose claims are of a delivery's
+// route, source and event ID, whatever its seq here (cluster mode): a
+// claim made under a message's seq also holds once the event is adopted
+// under this store's.
+type identityClaims interface{ ClaimsByIdentity() }
 
 // StatusRecorder is what the default DeliveryState needs of the store.
 type StatusRecorder interface {

@@ -309,6 +309,8 @@ func (r *report) runCluster(ctx context.Context, dir, bin, self, tag string) err
 	logf("cluster: warm-up %s, then %s closed loop over %d connections to %d gateways", o.warmup, o.duration, o.conns, o.cluster)
 	l.closedLoop(ctx, o.warmup)
 	m := measureCluster(cg.procs, nodes)
+	profileCluster(cg.procs[0], syscall.SIGUSR1)
+	defer profileCluster(cg.procs[0], syscall.SIGUSR2) // after the drain
 	c.peak = l.closedLoop(ctx, o.duration)
 	c.peakCPU = m.done()
 	logf("cluster: %.0f events/s at peak (p99 %s); waiting for delivery", c.peak.rate(), c.peak.pct(99))
@@ -408,8 +410,12 @@ func (cg *clusterGateways) start(i int) error {
 		return err
 	}
 	argv := []string{cg.bin, "-config", cfg}
-	if cg.bin == "" {
+	if cg.bin == "" || (i == 0 && clusterCPUProfile != "") {
 		argv = []string{cg.self, "-serve-gateway", cfg}
+	}
+	if i == 0 && clusterCPUProfile != "" {
+		abs, _ := filepath.Abs(clusterCPUProfile)
+		argv = append(argv, "-cpuprofile", abs)
 	}
 	gw, err := startProc(fmt.Sprintf("gateway %d", i), filepath.Join(cg.dir, fmt.Sprintf("gw%d", i), "gateway.log"), argv...)
 	if err != nil {
@@ -425,6 +431,20 @@ func (cg *clusterGateways) ready(ctx context.Context, i int) error {
 		return err
 	}
 	return waitDeliveryReady(ctx, cg.procs[i], cg.addrs[i], 60*time.Second)
+}
+
+// clusterCPUProfile (-cluster-cpuprofile) is where gateway 0 of the
+// cluster phase, run in process, writes its CPU profile of the peak and
+// the drain.
+var clusterCPUProfile string
+
+// profileCluster starts (SIGUSR1) or stops (SIGUSR2) that profile.
+func profileCluster(gw *proc, sig syscall.Signal) {
+	if clusterCPUProfile != "" {
+		if err := gw.Signal(sig); err != nil {
+			logf("cluster cpu profile: %v", err)
+		}
+	}
 }
 
 // settle is how long the cluster phase waits after the drain before it

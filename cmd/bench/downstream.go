@@ -29,6 +29,11 @@ type downstream struct {
 	}
 }
 
+// downstreamDelay is how long the downstream waits before each answer
+// (-downstream-delay): delivery lags intake once the route's concurrency
+// over it is below the intake rate.
+var downstreamDelay time.Duration
+
 func startDownstream() (*downstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,6 +62,9 @@ func startDownstream() (*downstream, error) {
 func (d *downstream) url() string { return "http://" + d.ln.Addr().String() + "/hook" }
 
 func (d *downstream) handle(c *fasthttp.RequestCtx) {
+	if downstreamDelay > 0 {
+		time.Sleep(downstreamDelay)
+	}
 	d.requests.Add(1)
 	id := c.Request.Header.Peek("X-Hookgate-Event-Id")
 	if len(id) > 0 {

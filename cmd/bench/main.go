@@ -106,6 +106,8 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof of the gateway on this address, e.g. 127.0.0.1:6060 (like -cpuprofile; block and mutex profiling on, which slows it)")
 	flag.StringVar(&o.idExpr, "id-expr", "", "sources[0].id_expr of the generated config, e.g. 'body.id + \":\" + body.type' (empty: the scheme's id field)")
 	flag.StringVar(&o.filter, "filter", "", "routes[0].filter of the generated config; it must pass the bench's events (livemode false), e.g. '!body.livemode', or the drain waits for deliveries that never come")
+	flag.DurationVar(&downstreamDelay, "downstream-delay", 0, "the downstream answers each request after this long (a slow downstream: delivery lags intake once routes[0].concurrency / delay is below the intake rate)")
+	flag.StringVar(&clusterCPUProfile, "cluster-cpuprofile", "", "write a CPU profile of gateway 0 of the cluster phase (peak and drain) to this file (it runs the gateway code in this binary)")
 	flag.BoolVar(&o.noRoute, "no-route", false, "configure no route (intake and publishing only; no delivery)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	flag.IntVar(&o.cluster, "cluster", 0, "after the single-node phases, start 3 NATS JetStream nodes and this many gateways in cluster mode and measure the same load spread over them (peak and drain; -prefill and -soak apply to single-node only); 0: single-node only")
