@@ -478,24 +478,7 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 		return
 	}
 	next.Owner, next.Lease = "", 0
-	data, err := json.Marshal(next)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
-		defer cancel()
-		var kv natsjs.KeyValue
-		if kv, err = s.bucket(ctx); err == nil {
-			var nrev uint64
-			nrev, err = kv.Update(ctx, key, data, rev)
-			if errors.Is(err, natsjs.ErrKeyRevisionMismatch) && unsent != nil {
-				// Record's write may have been committed after all, its
-				// answer lost (the quorum came back): then it is ours.
-				if cur, crev, found, gerr := s.get(ctx, key); gerr == nil && found && cur == next {
-					nrev, err = crev, nil
-				}
-			}
-			rev = nrev
-		}
-	}
+	rev, err := s.release(key, next, rev, unsent != nil)
 	if err == nil && unsent != nil {
 		// The outcome is the cluster's now: its record goes to the other
 		// gateways (the round is written again, the same, with it).
@@ -510,6 +493,47 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	if err != nil {
 		s.log.Warn("cannot release a delivery lease; it ends by itself", "route", k.Route,
 			"source", k.Source, "event_id", k.EventID, "err", err)
+	}
+}
+
+// release writes next (the lease cleared) over revision rev, trying again
+// within Wait while the bucket does not answer (a leader just elected).
+// With mine, a revision mismatch whose entry (read past rev) is next is
+// this process's own earlier write, committed after its answer was lost:
+// it stands.
+func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) (uint64, error) {
+	data, err := json.Marshal(next)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
+	defer cancel()
+	for {
+		var kv natsjs.KeyValue
+		var nrev uint64
+		if kv, err = s.bucket(ctx); err == nil {
+			nrev, err = kv.Update(ctx, key, data, rev)
+			if errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
+				if !mine {
+					return 0, err
+				}
+				// A read may come from a replica behind the leader: only
+				// an entry past rev tells whose write it is.
+				cur, crev, found, gerr := s.get(ctx, key)
+				if gerr == nil && found && crev > rev {
+					if cur == next {
+						return crev, nil
+					}
+					return 0, err
+				}
+			}
+		}
+		if err == nil {
+			return nrev, nil
+		}
+		if !sleep(ctx, claimPoll) {
+			return 0, err
+		}
 	}
 }
 

@@ -24,8 +24,10 @@ func TestOutcomeWrittenOnRelease(t *testing.T) {
 	a, sta := gatewayState(t, nc.URL, "gw-a", cfg)
 	b, stb := gatewayState(t, nc.URL, "gw-b", cfg)
 	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
-	if !a.TryClaim(ctx, ka) {
-		t.Fatal("claim refused")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the bucket is made at first use
+	defer cancel()
+	if !a.Claim(cctx, ka) {
+		t.Fatal("no claim within 30s")
 	}
 	nc.Stop(1) // no quorum: the outcome cannot be written
 	nc.Stop(2)
