@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
 	"strings"
@@ -76,14 +75,7 @@ func (p *Paddle) match(ts int64, sigs [][sha256.Size]byte, body []byte) bool {
 		b = append(b, ':')
 		m.h.Write(b)
 		m.h.Write(body)
-		sum := m.sumOf()
-		ok := false
-		for i := range sigs {
-			if hmac.Equal(sum, sigs[i][:]) {
-				ok = true
-				break
-			}
-		}
+		ok := equalsAny(m.sumOf(), sigs)
 		k.put(m)
 		if ok {
 			return true

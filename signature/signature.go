@@ -2,6 +2,7 @@ package signature
 
 import (
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -261,4 +262,15 @@ func init() {
 		Name: "none", Unsigned: true,
 		New: func(Params) (Verifier, error) { return None{}, nil },
 	})
+}
+
+// equalsAny reports whether sum equals one of sigs, each compared in
+// constant time.
+func equalsAny(sum []byte, sigs [][sha256.Size]byte) bool {
+	for i := range sigs {
+		if hmac.Equal(sum, sigs[i][:]) {
+			return true
+		}
+	}
+	return false
 }

@@ -156,14 +156,7 @@ func (s *Standard) match(id string, ts int64, sigs [][sha256.Size]byte, body []b
 		m.h.Write(m.buf[:1])
 		m.writeUnixDot(ts)
 		m.h.Write(body)
-		sum := m.sumOf()
-		ok := false
-		for i := range sigs {
-			if hmac.Equal(sum, sigs[i][:]) {
-				ok = true
-				break
-			}
-		}
+		ok := equalsAny(m.sumOf(), sigs)
 		k.put(m)
 		if ok {
 			return true

@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
 	"strings"
@@ -71,14 +70,7 @@ func (s *Stripe) match(ts int64, sigs [][sha256.Size]byte, body []byte) bool {
 		m := k.get()
 		m.writeUnixDot(ts)
 		m.h.Write(body)
-		sum := m.sumOf()
-		ok := false
-		for i := range sigs {
-			if hmac.Equal(sum, sigs[i][:]) {
-				ok = true
-				break
-			}
-		}
+		ok := equalsAny(m.sumOf(), sigs)
 		k.put(m)
 		if ok {
 			return true
