@@ -129,9 +129,10 @@ func TestLeaseAcrossGateways(t *testing.T) {
 	adopt(t, stb, "r", "s", "e0") // the same event has another seq on b
 	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
 
-	if !a.TryClaim(ctx, ka) {
-		t.Fatal("first claim refused")
-	}
+	// The bucket was just made: its stream may not have a leader yet.
+	gatewaytest.WaitFor(t, "a's first claim", 30*time.Second, func() (bool, string) {
+		return a.TryClaim(ctx, ka), "refused"
+	})
 	if a.TryClaim(ctx, ka) {
 		t.Fatal("a second claim in the same gateway while the first holds")
 	}
