@@ -552,8 +552,9 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 	c := s.held[key]
 	held := c != nil && c.rev != 0
 	var rec record
+	var rev uint64
 	if held {
-		rec = c.rec
+		rec, rev = c.rec, c.rev
 	}
 	s.mu.Unlock()
 	if !held {
@@ -570,7 +571,47 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 	if rec.State == "" {
 		return local, lerr
 	}
+	if held && s.cfg.Replica != nil && orphaned(rec, local, lerr) {
+		id, err := s.recordOrphan(ctx, route, seq, source, eventID, rec, rev)
+		if err != nil {
+			return store.DeliveryStatus{}, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+		local.ID = id
+	}
 	return rec.status(local.ID), nil
+}
+
+// orphaned reports whether the cluster holds a final outcome that this
+// store has not recorded (local, or lerr store.ErrNotFound).
+func orphaned(rec record, local store.DeliveryStatus, lerr error) bool {
+	if !(&store.DeliveryStatus{State: rec.State}).Terminal() {
+		return false
+	}
+	return lerr != nil || local.State != rec.State || local.Attempts < rec.Attempts
+}
+
+// recordOrphan records here, with its record for the other gateways, a
+// final outcome the cluster holds that no gateway may have recorded: the
+// gateway of its round wrote it to the bucket and stopped before its own
+// commit (a SIGKILL between the two). The round's attempts died with that
+// gateway; their count and the last status are the bucket's. Its version
+// is the claim's revision, past the outcome's, so the record is applied
+// over what the others have; a record of the same round that does come
+// later still adds its attempts. It returns the delivery's ID here.
+func (s *DeliveryState) recordOrphan(ctx context.Context, route string, seq int64, source, eventID string, rec record, rev uint64) (int64, error) {
+	d := &store.Delivery{EventSeq: seq, Route: route, Source: source, EventID: eventID,
+		IdempotencyKey: outbound.IdempotencyKey(route, source, eventID), State: rec.State, Rounds: rec.Rounds,
+		LastStatus: rec.Status}
+	c := store.ClusterRound{Origin: s.cfg.Origin, FirstAttempt: rec.Attempts + 1, Attempts: rec.Attempts, Version: rev}
+	if err := s.cfg.Replica.RecordClusterRound(ctx, d, nil, c); err != nil {
+		return 0, fmt.Errorf("cluster: record an outcome its round's gateway did not: %w", err)
+	}
+	s.log.Info("recorded a delivery outcome the cluster held and no record carried (its round's gateway stopped before recording it)",
+		"route", route, "source", source, "event_id", eventID, "state", rec.State)
+	if s.cfg.OnRecorded != nil {
+		s.cfg.OnRecorded()
+	}
+	return d.ID, nil
 }
 
 // Record writes a round's outcome over the claim by compare-and-set on

@@ -676,3 +676,60 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 		t.Fatalf("missed %v records, want 2", missed)
 	}
 }
+
+// An outcome in the delivery-state bucket that its round's gateway never
+// recorded (stopped between the bucket's write and its commit) is recorded
+// by the next gateway that claims the delivery, with its record for the
+// others; the message is not run again.
+func TestOrphanedOutcomeRecorded(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	ctx := context.Background()
+	conn, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, _ := natsjs.New(conn)
+	open := func() *store.Store {
+		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	state := func(st *store.Store, name string) *cluster.DeliveryState {
+		return cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cluster.DeliveryStateConfig{
+			Replicas: 1, Owner: name, Origin: name, Replica: st,
+			Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}, testLog())
+	}
+	sta, stb := open(), open()
+	a, b := state(sta, "gw-a"), state(stb, "gw-b")
+	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
+	gatewaytest.WaitFor(t, "a's claim", 30*time.Second, func() (bool, string) { return a.TryClaim(ctx, ka), "refused" })
+	if err := sta.Close(); err != nil { // a stops before its commit
+		t.Fatal(err)
+	}
+	if err := a.Record(ctx, delivery(ka, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+		t.Fatal("a round recorded in a closed store")
+	}
+
+	gatewaytest.WaitFor(t, "b's claim", 30*time.Second, func() (bool, string) { return b.TryClaim(ctx, kb), "refused" })
+	st, err := b.Status(ctx, "r", kb.Seq, "s", "e1")
+	if err != nil || st.State != store.StateSucceeded || st.Attempts != 1 || st.ID == 0 {
+		t.Fatalf("b's status: %+v, %v; want succeeded after a's one attempt, with b's ID", st, err)
+	}
+	b.Release(kb)
+	d, err := stb.Delivery(ctx, "r", "s", "e1")
+	if err != nil || d.State != store.StateSucceeded || d.Attempts != 1 || d.EventType != "t" || d.LastStatus != 500 { // delivery() says 500
+		t.Fatalf("b's record of the outcome: %+v, %v", d, err)
+	}
+	out, err := stb.RecordsOut(ctx, 10)
+	if err != nil || len(out) != 1 {
+		t.Fatalf("records out: %d, %v; want the outcome's", len(out), err)
+	}
+	var rr store.RoundRecord
+	if err := json.Unmarshal(out[0].Data, &rr); err != nil || rr.Version == 0 || rr.State != store.StateSucceeded || rr.Attempts != 1 {
+		t.Fatalf("the outcome's record: %+v, %v", rr, err)
+	}
+}

@@ -71,8 +71,9 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 	case errors.Is(err, sql.ErrNoRows):
 		err = tx.QueryRow(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
 				attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, d.State, c.Attempts, d.Rounds,
+			VALUES (?, ?, ?, ?, coalesce(nullif(?, ''), (SELECT event_type FROM events WHERE seq = ?), ''),
+				?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.EventSeq, d.IdempotencyKey, d.State, c.Attempts, d.Rounds,
 			d.LastStatus, d.LastError, next, now, now, version).Scan(&id)
 	case err == nil:
 		_, err = tx.Exec(`UPDATE deliveries SET

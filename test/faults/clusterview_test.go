@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
@@ -18,11 +19,12 @@ const clusterToken = "faults-cluster-operator-token"
 
 // apiDelivery is what the view check reads of a delivery.
 type apiDelivery struct {
-	ID      string `json:"id"`
-	Route   string `json:"route"`
-	Source  string `json:"source"`
-	EventID string `json:"event_id"`
-	State   string `json:"state"`
+	ID       string `json:"id"`
+	Route    string `json:"route"`
+	Source   string `json:"source"`
+	EventID  string `json:"event_id"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
 }
 
 // api asks gateway i's /v1 API and decodes the answer into out; the
@@ -98,25 +100,35 @@ func (cs *clusterScenario) checkOneView() {
 	cs.front.mu.Unlock()
 	views := make([]map[string]apiDelivery, len(cs.gws))
 	gatewaytest.WaitFor(t, "every gateway to show every delivery, succeeded", 60*time.Second, func() (bool, string) {
+		var short []string
 		for i := range cs.gws {
 			v, err := cs.deliveries(i)
 			if err != nil {
 				return false, fmt.Sprintf("gateway %d: %v", i, err)
 			}
 			views[i] = v
-			got := map[string]bool{}
+			got, seen := map[string]bool{}, map[string]string{}
 			for _, d := range v {
-				if d.Source == "stripe" && d.State == "succeeded" {
-					got[d.Route+"/"+d.EventID] = true
+				if d.Source == "stripe" {
+					seen[d.Route+"/"+d.EventID] = fmt.Sprintf("%s, %d attempts", d.State, d.Attempts)
+					got[d.Route+"/"+d.EventID] = d.State == "succeeded"
+				}
+			}
+			n := 0
+			for k := range want {
+				if got[k] {
+					n++
 				}
 			}
 			for k := range want {
 				if !got[k] {
-					return false, fmt.Sprintf("gateway %d shows %d of %d succeeded deliveries (e.g. not %s)", i, len(got), len(want), k)
+					short = append(short, fmt.Sprintf("gateway %d shows %d of %d succeeded deliveries (e.g. not %s: %q)",
+						i, n, len(want), k, seen[k]))
+					break
 				}
 			}
 		}
-		return true, ""
+		return len(short) == 0, strings.Join(short, "; ")
 	})
 	for i := 1; i < len(views); i++ {
 		if a, b := slices.Sorted(maps.Keys(views[0])), slices.Sorted(maps.Keys(views[i])); !slices.Equal(a, b) {
