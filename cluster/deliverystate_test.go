@@ -8,11 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
@@ -22,46 +20,15 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// runNATSCluster starts n JetStream servers routed into one cluster on
-// 127.0.0.1, stores under t.TempDir(), and waits until JetStream answers.
-// It returns their client URLs. (A private copy until
-// gatewaytest.RunNATSCluster is shared.)
+// runNATSCluster starts an n-node JetStream cluster and returns its
+// servers' client URLs.
 func runNATSCluster(t *testing.T, n int) []string {
 	t.Helper()
-	cports := make([]int, n)
-	routes := make([]string, n)
-	for i := range n {
-		cports[i] = gatewaytest.FreePort(t)
-		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", cports[i])
-	}
+	c := gatewaytest.RunNATSCluster(t, n)
 	urls := make([]string, n)
-	for i := range n {
-		srv, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: -1,
-			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "hookgate-test", Host: "127.0.0.1", Port: cports[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ","))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Start()
-		t.Cleanup(srv.Shutdown)
-		if !srv.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		urls[i] = srv.ClientURL()
+	for i, s := range c.Servers {
+		urls[i] = s.ClientURL()
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := natsjs.New(nc)
-	gatewaytest.WaitFor(t, "jetstream cluster ready", 60*time.Second, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil, fmt.Sprint(err)
-	})
 	return urls
 }
 
