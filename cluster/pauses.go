@@ -241,12 +241,15 @@ func (p *Pauses) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	var fails failures
 	for ctx.Err() == nil {
-		err := p.watch(ctx)
+		read, err := p.watch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil {
+		if read {
+			fails.level(nil, time.Now()) // the bucket answered: a run of failures ends
 			backoff = 100 * time.Millisecond
+		}
+		if err == nil {
 			continue
 		}
 		lvl := fails.level(err, time.Now())
@@ -261,11 +264,12 @@ func (p *Pauses) run(ctx context.Context) {
 }
 
 // watch applies the bucket's values, then every change, until an error,
-// a new connection, a watch found behind the bucket, or ctx ends.
-func (p *Pauses) watch(ctx context.Context) error {
+// a new connection, a watch found behind the bucket, or ctx ends; read
+// says whether it read the bucket's values.
+func (p *Pauses) watch(ctx context.Context) (read bool, err error) {
 	kv, err := p.open(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	js := p.cfg.JetStream()
 	wctx, cancel := context.WithCancel(ctx)
@@ -278,13 +282,13 @@ func (p *Pauses) watch(ctx context.Context) error {
 	}
 	if err != nil {
 		p.forget(kv)
-		return fmt.Errorf("cluster pauses: watch: %w", err)
+		return false, fmt.Errorf("cluster pauses: watch: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
 
 	created, err := p.created(ctx, js)
 	if err != nil {
-		return err
+		return false, err
 	}
 	p.mu.Lock()
 	if !created.Equal(p.epoch) {
@@ -296,27 +300,27 @@ func (p *Pauses) watch(ctx context.Context) error {
 }
 
 // follow applies what watch w reads until it ends, a check finds it
-// behind the bucket, a new connection (nil), or ctx ends (nil).
-func (p *Pauses) follow(ctx context.Context, kv natsjs.KeyValue, js natsjs.JetStream, w natsjs.KeyWatcher) error {
+// behind the bucket, a new connection (nil), or ctx ends (nil); done
+// says whether it read the bucket's values.
+func (p *Pauses) follow(ctx context.Context, kv natsjs.KeyValue, js natsjs.JetStream, w natsjs.KeyWatcher) (done bool, err error) {
 	first := time.NewTimer(p.cfg.Wait)
 	defer first.Stop()
 	check := time.NewTicker(p.cfg.Check)
 	defer check.Stop()
 	var seen, behind uint64 // the last revision read; the bucket's last one at the previous check, if later
 	initial := map[string]bool{}
-	done := false
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return done, nil
 		case <-first.C:
 			if !done {
-				return errors.New("cluster pauses: the watch gave no values within " + p.cfg.Wait.String())
+				return false, errors.New("cluster pauses: the watch gave no values within " + p.cfg.Wait.String())
 			}
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return errors.New("cluster pauses: the watch ended")
+				return done, errors.New("cluster pauses: the watch ended")
 			case e == nil && !done:
 				done = true
 				p.seed(ctx, kv, initial)
@@ -330,14 +334,14 @@ func (p *Pauses) follow(ctx context.Context, kv natsjs.KeyValue, js natsjs.JetSt
 			}
 		case <-check.C:
 			if p.cfg.JetStream() != js {
-				return nil // a new connection: watch through it
+				return done, nil // a new connection: watch through it
 			}
 			last, err := p.lastRevision(ctx, js)
 			if err != nil {
-				return err
+				return done, err
 			}
 			if behind, err = watchBehind(seen, last, behind); err != nil {
-				return err
+				return done, err
 			}
 		}
 	}
