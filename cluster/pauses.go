@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -402,29 +403,32 @@ func (p *Pauses) info(ctx context.Context, js natsjs.JetStream) (*natsjs.StreamI
 // read applies one entry of the watch; what is no route's value is
 // skipped.
 func (p *Pauses) read(e natsjs.KeyValueEntry) {
-	key := e.Key()
-	if !pauseKeyPattern.MatchString(key) {
-		p.log.Debug("cluster pauses: a key that names no route; skipped", "bucket", p.cfg.Bucket, "revision", e.Revision())
+	paused, gateway, err := decodePause(e.Key(), e.Operation(), e.Value())
+	if err != nil {
+		p.log.Warn("cluster pauses: an entry skipped", "bucket", p.cfg.Bucket, "revision", e.Revision(), "err", err)
 		return
 	}
-	var v pauseEntry
-	switch e.Operation() {
-	case natsjs.KeyValueDelete, natsjs.KeyValuePurge:
-		v.Paused = false // a deleted key: no pause
-	default:
-		if len(e.Value()) > maxPauseEntry {
-			p.log.Warn("cluster pauses: a value too long; skipped", "route", key, "bytes", len(e.Value()))
-			return
-		}
-		if err := json.Unmarshal(e.Value(), &v); err != nil {
-			p.log.Warn("cluster pauses: an unreadable value; skipped", "route", key, "err", err)
-			return
-		}
-		if len(v.Gateway) > 128 {
-			v.Gateway = v.Gateway[:128]
-		}
+	p.apply(e.Key(), e.Revision(), paused, gateway)
+}
+
+// decodePause reads a route's entry: a deleted one is no pause. An error
+// says it is no route's value (its key no route name, its value too long
+// or not a pause).
+func decodePause(key string, op natsjs.KeyValueOp, value []byte) (paused bool, gateway string, err error) {
+	if !pauseKeyPattern.MatchString(key) {
+		return false, "", errors.New("a key that names no route")
 	}
-	p.apply(key, e.Revision(), v.Paused, v.Gateway)
+	if op == natsjs.KeyValueDelete || op == natsjs.KeyValuePurge {
+		return false, "", nil
+	}
+	if len(value) > maxPauseEntry {
+		return false, "", fmt.Errorf("route %s: a value of %d bytes", key, len(value))
+	}
+	var v pauseEntry
+	if err := json.Unmarshal(value, &v); err != nil {
+		return false, "", fmt.Errorf("route %s: %w", key, err)
+	}
+	return v.Paused, strings.ToValidUTF8(v.Gateway[:min(len(v.Gateway), 128)], "?"), nil
 }
 
 // seed writes to the bucket each route this gateway's store has paused
