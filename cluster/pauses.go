@@ -146,11 +146,6 @@ func (p *Pauses) Stop(context.Context) error {
 	return nil
 }
 
-// Check fails unless the bucket answers: found, with a leader.
-func (p *Pauses) Check(ctx context.Context) error {
-	return checkBucket(ctx, p.cfg.JetStream(), p.cfg.Bucket)
-}
-
 // SetPause records in the bucket that route is paused (or resumed), and
 // applies it here; every other gateway's watch applies it there.
 func (p *Pauses) SetPause(ctx context.Context, route string, paused bool) error {
