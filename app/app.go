@@ -62,6 +62,7 @@ type App struct {
 	alerts *alert.Alerter
 
 	records *cluster.Records // cluster mode only: every gateway's records into this store
+	pauses  *cluster.Pauses  // cluster mode only: operators' pauses on every gateway
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -135,9 +136,11 @@ func (a *App) Start(ctx context.Context) error {
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
 		{"start cluster records", a.startRecords},
+		{"ready cluster pauses", a.newPauses},
 		{"start alerts", a.startAlerts},
 		{"build deliveries", a.buildEngine},
 		{"ready cluster delivery state", a.ensureDeliveries},
+		{"start cluster pauses", a.startPauses},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},
@@ -209,6 +212,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 		TaskTransport: policy.Transport(),
 		State:         a.deliveryState(),
 		Alerts:        a.outboundAlerts(),
+		Pauses:        a.clusterPauses(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
 		return err

@@ -154,3 +154,46 @@ func (a *App) deliveryState() outbound.DeliveryState {
 	a.deliveries = cluster.NewDeliveryState(func() natsjs.JetStream { return b.JetStream() }, a.store, cfg, a.log.With("component", "cluster"))
 	return a.deliveries
 }
+
+// newPauses makes the cluster's pauses (cluster mode only); startPauses
+// starts its watch once the engine is built.
+func (a *App) newPauses(context.Context) error {
+	if a.claims == nil {
+		return nil
+	}
+	b := a.broker
+	p, err := cluster.NewPauses(cluster.PausesConfig{
+		Gateway:   a.claims.Gateway(),
+		Replicas:  a.cfg.NATS.Replicas,
+		JetStream: func() natsjs.JetStream { return b.JetStream() },
+		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+	}, a.log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	a.pauses = p
+	return nil
+}
+
+// clusterPauses is where operators' pauses are recorded: in cluster mode
+// the bucket every gateway watches; else nil, the engine's default (this
+// gateway's store).
+func (a *App) clusterPauses() outbound.Pauses {
+	if a.pauses == nil {
+		return nil
+	}
+	return a.pauses
+}
+
+// startPauses watches the cluster's pauses (cluster mode only), applying
+// what the bucket holds before deliveries start, if NATS answers.
+func (a *App) startPauses(ctx context.Context) error {
+	if a.pauses == nil {
+		return nil
+	}
+	if err := a.pauses.Start(ctx, a.engine); err != nil {
+		return err
+	}
+	a.started("cluster pauses", a.pauses)
+	return nil
+}

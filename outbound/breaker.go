@@ -211,6 +211,9 @@ func (e *Engine) setManual(name string, paused bool) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrRouteNotFound, name)
 	}
+	if e.cfg.Pauses != nil {
+		return e.setClusterPause(name, paused)
+	}
 	if err := e.persistPause(name, paused); err != nil {
 		return err
 	}

@@ -87,6 +87,11 @@ type Config struct {
 	// Alerts, if set, hears of breakers opening and closing and of
 	// deliveries recorded dead here. Its methods must not block.
 	Alerts Alerts
+	// Pauses, if set, shares operators' pauses between the gateways
+	// (cluster mode): Pause and Resume are recorded there, which applies
+	// them here (ApplyPause) and on every gateway. Default: this
+	// gateway's store alone.
+	Pauses Pauses
 }
 
 // Alerts is told what an operator should hear of (package alert).
