@@ -2,6 +2,7 @@ package gatewaytest
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -24,62 +25,102 @@ type NATSCluster struct {
 
 // RunNATSCluster starts an n-node JetStream cluster and waits until its
 // meta leader is elected; it shuts the cluster down when the test ends.
+// Clients connect on ports the kernel picks as each server binds them; a
+// route port found free may be taken before its server binds it (on a
+// busy machine, by any connection's local port), so a cluster that does
+// not start is started again on other ports. A server started again
+// keeps its ports.
 func RunNATSCluster(t testing.TB, n int) *NATSCluster {
 	t.Helper()
-	client, cluster := make([]int, n), make([]int, n)
-	var routes, urls []string
-	for i := range n {
-		client[i], cluster[i] = FreePort(t), FreePort(t)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]))
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+	c := &NATSCluster{Servers: make([]*server.Server, n)}
+	t.Cleanup(func() {
+		for i := range c.Servers {
+			c.Stop(i)
+		}
+	})
+	for try := 1; ; try++ {
+		err := c.startAll(t, n)
+		if err == nil {
+			break
+		}
+		for i := range c.Servers {
+			c.Stop(i)
+		}
+		if try == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting the cluster again on other ports", err)
 	}
-	c := &NATSCluster{URL: strings.Join(urls, ","), Servers: make([]*server.Server, n)}
+	urls := make([]string, n)
+	for i, o := range c.opts {
+		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", o.Port)
+	}
+	c.URL = strings.Join(urls, ",")
+	c.WaitLeader(t)
+	return c
+}
+
+// startAll starts n servers on new stores, route ports found free, and
+// client ports the kernel picks.
+func (c *NATSCluster) startAll(t testing.TB, n int) error {
+	cluster := make([]int, n)
+	var routes []string
+	for i := range n {
+		cluster[i] = FreePort(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]))
+	}
+	c.opts = c.opts[:0]
 	for i := range n {
 		var rs []*url.URL
 		for j, r := range routes {
 			if j != i {
 				u, err := url.Parse(r)
 				if err != nil {
-					t.Fatal(err)
+					return err
 				}
 				rs = append(rs, u)
 			}
 		}
 		c.opts = append(c.opts, &server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
-			Host:       "127.0.0.1", Port: client[i],
+			Host:       "127.0.0.1", Port: server.RANDOM_PORT,
 			Cluster:   server.ClusterOpts{Name: "hookgate-test", Host: "127.0.0.1", Port: cluster[i]},
 			Routes:    rs,
 			JetStream: true, StoreDir: t.TempDir(),
 			NoSigs: true, NoLog: true,
 		})
 	}
-	t.Cleanup(func() {
-		for i := range c.Servers {
-			c.Stop(i)
-		}
-	})
 	for i := range n {
-		c.Start(t, i)
+		if err := c.start(i); err != nil {
+			return err
+		}
 	}
-	c.WaitLeader(t)
-	return c
+	return nil
 }
 
 // Start starts server i (again), on its ports and store, and waits until
 // it takes connections.
 func (c *NATSCluster) Start(t testing.TB, i int) {
 	t.Helper()
+	if err := c.start(i); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *NATSCluster) start(i int) error {
 	o := *c.opts[i]
 	srv, err := server.NewServer(&o)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("nats-server %s not ready", o.ServerName)
+	if !srv.ReadyForConnections(20 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("nats-server %s not ready", o.ServerName)
 	}
 	c.Servers[i] = srv
+	c.opts[i].Port = srv.Addr().(*net.TCPAddr).Port // kept for a restart
+	return nil
 }
 
 // Stop shuts server i down (if running) and waits until it has.
