@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,16 +56,30 @@ func RunNATS(t testing.TB, port int, dir string) *server.Server {
 	return srv
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that it has not returned before in this process.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !portsGiven[port] { // the kernel gives a port closed just now again
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{} // by FreePort, in this process
+)
 
 // CPUTime is the CPU (user and system) this process has used. Benchmarks
 // report it per operation (cpu-ns/op): on a shared machine it moves less
