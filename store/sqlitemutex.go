@@ -12,7 +12,6 @@ import "C"
 import (
 	"fmt"
 	"reflect"
-	"unsafe"
 
 	"github.com/mattn/go-sqlite3"
 )
@@ -27,5 +26,5 @@ func connHasMutex(c *sqlite3.SQLiteConn) (bool, error) {
 	if !f.IsValid() || f.Kind() != reflect.Pointer {
 		return false, fmt.Errorf("go-sqlite3's connection has no db handle field")
 	}
-	return C.hg_has_mutex(unsafe.Pointer(f.Pointer())) != 0, nil //nolint:gosec // G103: SQLite's own handle, passed back to SQLite
+	return C.hg_has_mutex(f.UnsafePointer()) != 0, nil
 }
