@@ -157,3 +157,33 @@ func TestHotWriteFailureFailsItsBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestHotBatchAfterStrayTransaction: should the writer's connection ever
+// be left inside a transaction, the next batch of hot writes fails and
+// rolls it back, and the one after commits.
+func TestHotBatchAfterStrayTransaction(t *testing.T) {
+	s := openTest(t, "")
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	claim := func(id string) []*op {
+		ev := testEvent(id)
+		ev.Headers = []byte("{}")
+		return []*op{{claim: ev}}
+	}
+	if err := s.commit(claim("evt_1")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("batch on a connection inside a transaction: %v, want ErrUnavailable", err)
+	}
+	batch := claim("evt_2")
+	if err := s.commit(batch); err != nil || batch[0].dup {
+		t.Fatalf("the next batch: %v (dup %v)", err, batch[0].dup)
+	}
+	if _, err := s.DeliveryStatus(context.Background(), "r", batch[0].claim.Seq, "stripe", "evt_2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup after it: %v, want ErrNotFound", err)
+	}
+}

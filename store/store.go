@@ -610,7 +610,7 @@ func (s *Store) commit(batch []*op) error {
 		}
 		if _, err := s.rw.begin.ExecContext(context.Background(), nil); err != nil {
 			step = "begin"
-			return err
+			return s.rw.abort(c, err) // were the connection left inside a transaction
 		}
 		for _, o := range batch {
 			var err error
