@@ -29,7 +29,8 @@ type rawWriter struct {
 	dest                             []driver.Value
 }
 
-// Statements of the hot writes, as in stmts and deliveryStmts.
+// Statements of the hot writes (a task's claim runs claimSQL and
+// enqueueSQL too, through stmts).
 const (
 	claimSQL = `INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
