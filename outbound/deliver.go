@@ -60,12 +60,23 @@ func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int)
 		req.Header = req.Header.Clone()
 	}
 	now := time.Now()
-	req.Header.Set("X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
+	setHeader(req.Header, "X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
 	if st.r.signKey != nil {
-		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-		req.Header.Set("webhook-signature", signature.SignStandard(st.r.signKey, st.key, now, st.body))
+		setHeader(req.Header, "Webhook-Timestamp", strconv.FormatInt(now.Unix(), 10))
+		setHeader(req.Header, "Webhook-Signature", signature.SignStandard(st.r.signKey, st.key, now, st.body))
 	}
 	st.start = now
+}
+
+// setHeader sets h's one value of canonicalKey in place if it has one
+// (request made room for it), else as Header.Set. In place is safe: a
+// retry's header is a copy of its own (beforeAttempt).
+func setHeader(h http.Header, canonicalKey, v string) {
+	if vs := h[canonicalKey]; len(vs) == 1 {
+		vs[0] = v
+		return
+	}
+	h[canonicalKey] = []string{v}
 }
 
 // checkRetry records the attempt and decides: 2xx succeeded and 410 Gone
@@ -196,7 +207,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 	}
 	resp, err := r.retry.Do(req)
 	if resp != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		drain(resp.Body)
 		_ = resp.Body.Close()
 	}
 	res := roundResult{attempts: len(st.attempts), stopped: ctx.Err() != nil}
@@ -207,6 +218,21 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 		res.err = transportError(err)
 	}
 	return res, st.attempts
+}
+
+// gatewayHeaders is the most headers request and beforeAttempt set.
+const gatewayHeaders = 10
+
+// drain reads what is left of a response, at most 64 KiB, so that its
+// connection is used again.
+func drain(body io.Reader) {
+	buf := responsePool.Get().(*[maxResponseKept]byte)
+	for range (64 << 10) / maxResponseKept {
+		if _, err := io.ReadFull(body, buf[:]); err != nil {
+			break
+		}
+	}
+	responsePool.Put(buf)
 }
 
 // request is ev's request to r, or why net/http could not send it.
@@ -222,29 +248,46 @@ func (e *Engine) request(ctx context.Context, r *route, ev envelope, key string)
 	if err != nil {
 		return nil, err
 	}
-	h := req.Header
+	// A map sized for every header, and one array for the values the
+	// gateway sets (Header.Set makes a slice per value), the attempt's
+	// own three included (beforeAttempt writes them in place).
+	n := gatewayHeaders
+	if r.signKey == nil {
+		n -= 3
+	}
+	h := make(http.Header, len(ev.headers)+len(r.cfg.Headers)+n) // at most 8: one group, one allocation
+
+	req.Header = h
 	for k, v := range ev.headers {
 		h.Set(k, v)
 	}
 	for k, v := range r.cfg.Headers {
 		h.Set(k, v)
 	}
+	vals := make([]string, 0, n)
+	set := func(canonicalKey, v string) {
+		vals = append(vals, v)
+		h[canonicalKey] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	ct := ev.contentType
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	h.Set("Content-Type", ct)
+	set("Content-Type", ct)
 	if ev.idempotencyKey != "" {
-		h.Set("Idempotency-Key", ev.idempotencyKey) // a task's own; records keep the derived key
+		set("Idempotency-Key", ev.idempotencyKey) // a task's own; records keep the derived key
 	} else {
-		h.Set("Idempotency-Key", key)
+		set("Idempotency-Key", key)
 	}
-	h.Set("User-Agent", e.cfg.UserAgent)
-	h.Set("X-Hookgate-Source", ev.source)
-	h.Set("X-Hookgate-Event-Id", ev.id)
-	h.Set("X-Hookgate-Event-Type", ev.typ)
+	set("User-Agent", e.cfg.UserAgent)
+	set("X-Hookgate-Source", ev.source)
+	set("X-Hookgate-Event-Id", ev.id)
+	set("X-Hookgate-Event-Type", ev.typ)
+	set("X-Hookgate-Attempt", "")
 	if r.signKey != nil {
-		h.Set("webhook-id", key)
+		set("Webhook-Id", key)
+		set("Webhook-Timestamp", "")
+		set("Webhook-Signature", "")
 	}
 	return req, checkHeader(h)
 }

@@ -15,6 +15,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -100,11 +101,11 @@ type Store struct {
 	ckptDone chan struct{}
 	dbFile   *os.File // the checkpointer's, for fsync before a restart
 
-	stmts  stmts
-	dstmts deliveryStmts
-	wl     writerLookup // the writer's delivery lookups (lookup.go)
-	looks  []*op        // the writer's scratch for them
-	tail   tail         // the outbox's newest events, for Unpublished
+	stmts stmts
+	wl    writerLookup // the writer's delivery lookups (lookup.go)
+	looks []*op        // the writer's scratch for them
+	rw    rawWriter    // the writer's hot writes (rawwrite.go)
+	tail  tail         // the outbox's newest events, for Unpublished
 }
 
 // op is one write waiting for the group commit, or a delivery lookup
@@ -123,6 +124,9 @@ type op struct {
 	// batch's transaction begins (see answerLookups).
 	lookup bool
 	look   statusLookup
+	// Set instead of fn: MarkPublished's acks, at unix ms now, run
+	// without a savepoint.
+	published []Published
 	// Set on an fn that never adds to the outbox (see tail).
 	outboxSafe bool
 	err        error
@@ -213,10 +217,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		ckptStop:         make(chan struct{}),
 		ckptDone:         make(chan struct{}),
 	}
-	err = errors.Join(s.stmts.prepare(ctx, w), s.dstmts.prepare(ctx, w))
-	if err != nil {
+	if err := s.stmts.prepare(ctx, w); err != nil {
 		s.stmts.close()
-		s.dstmts.close()
 		closeReaders(s.r)
 		// dbFile last, as in Close.
 		return nil, errors.Join(fmt.Errorf("store: prepare: %w", err), s.ckpt.Close(), s.w.Close(), s.dbFile.Close())
@@ -408,6 +410,10 @@ func dsnBusy(path string, readOnly bool, busy time.Duration) string {
 	// Keep each connection's statements prepared: without this every query
 	// not prepared by hand is parsed and planned again at each call.
 	q.Set("_stmt_cache_size", "128")
+	// No per-connection mutex (SQLITE_OPEN_NOMUTEX): database/sql gives a
+	// connection to one goroutine at a time, and SQLite would otherwise
+	// lock and unlock it in every call, each bound argument included.
+	q.Set("_mutex", "no")
 	if readOnly {
 		q.Set("_query_only", "1")
 	} else {
@@ -433,7 +439,6 @@ func (s *Store) Close() error {
 		close(s.ckptStop)
 		<-s.ckptDone
 		s.stmts.close()
-		s.dstmts.close()
 		// dbFile last: closing any descriptor of the file drops the POSIX
 		// locks SQLite's connections hold on it.
 		s.closeErr = errors.Join(s.ckpt.Close(), s.r.Close(), s.w.Close(), s.dbFile.Close())
@@ -508,6 +513,7 @@ func (s *Store) submitWithin(ctx context.Context, o *op, wait time.Duration) err
 func (s *Store) writer() {
 	defer close(s.done)
 	defer s.wl.close()
+	defer s.rw.close()
 	batch := make([]*op, 0, s.batchMax)
 	last := 0 // size of the previous batch: the load
 	for first := range s.ops {
@@ -574,41 +580,81 @@ func (s *Store) drain(batch *[]*op) {
 // commit runs a batch in one transaction. A failure of the transaction as a
 // whole is returned (and given to every op); an op's own error stays in o.err.
 //
-// A Claim runs without a savepoint (which would copy every page it touches
-// into the statement journal): its two single-table inserts (the event,
-// then its outbox row) fail only when the store is broken or inconsistent,
-// and then the whole batch fails, since SQLite may have rolled back the
-// whole transaction (it does on a full disk or an I/O error). A delivery
-// round runs without one too, for the same reasons.
+// The hot writes (a Claim, a delivery round, MarkPublished) run without a
+// savepoint (which would copy every page they touch into the statement
+// journal), on the driver connection (rawwrite.go): their single-table
+// statements fail only when the store is broken or inconsistent, and then
+// the whole batch fails, since SQLite may have rolled back the whole
+// transaction (it does on a full disk or an I/O error).
 func (s *Store) commit(batch []*op) error {
-	tx, err := s.w.Begin()
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		return s.unavailable("begin", err)
+	}
+	defer conn.Close()
+	for _, o := range batch {
+		if !o.hot() {
+			return s.commitTx(conn, batch)
+		}
+	}
+	var step string
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(driver.Conn)
+		if !ok {
+			step = "begin"
+			return fmt.Errorf("driver connection is a %T", dc)
+		}
+		if err := s.rw.on(c); err != nil {
+			step = "prepare"
+			return err
+		}
+		if _, err := s.rw.begin.ExecContext(context.Background(), nil); err != nil {
+			step = "begin"
+			return s.rw.abort(c, err) // were the connection left inside a transaction
+		}
+		for _, o := range batch {
+			var err error
+			if step, err = s.rw.run(o); err != nil {
+				return s.rw.abort(c, err)
+			}
+		}
+		if _, err := s.rw.commit.ExecContext(context.Background(), nil); err != nil {
+			step = "commit"
+			return s.rw.abort(c, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return s.unavailable(step, err)
+	}
+	return nil
+}
+
+// commitTx is commit for a batch with a generic write: a database/sql
+// transaction, the hot writes on its connection in between, each generic
+// write in a savepoint of its own.
+func (s *Store) commitTx(conn *sql.Conn, batch []*op) error {
+	tx, err := conn.BeginTx(context.Background(), nil)
 	if err != nil {
 		return s.unavailable("begin", err)
 	}
 	// Statements bound to tx, made once per batch.
-	var claim, enqueue, savepoint, release, rollbackTo *sql.Stmt
-	var rs roundStmts
-	for _, o := range batch {
-		if o.round != nil {
-			if rs.upsert == nil {
-				rs = roundStmts{insert: tx.Stmt(s.dstmts.insert), upsert: tx.Stmt(s.dstmts.upsert), attempt: tx.Stmt(s.dstmts.attempt)}
+	var savepoint, release, rollbackTo *sql.Stmt
+	for i := 0; i < len(batch); {
+		if batch[i].hot() {
+			j := i + 1
+			for j < len(batch) && batch[j].hot() {
+				j++
 			}
-			if err := rs.record(o.round, o.attempts, o.now); err != nil {
+			if step, err := s.runHot(conn, batch[i:j]); err != nil {
 				tx.Rollback()
-				return s.unavailable("delivery round", err)
+				return s.unavailable(step, err)
 			}
+			i = j
 			continue
 		}
-		if ev := o.claim; ev != nil {
-			if claim == nil {
-				claim, enqueue = tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue)
-			}
-			if o.dup, err = insertEvent(claim, enqueue, ev); err != nil {
-				tx.Rollback()
-				return s.unavailable("claim", err)
-			}
-			continue
-		}
+		o := batch[i]
+		i++
 		if savepoint == nil {
 			savepoint, release, rollbackTo = tx.Stmt(s.stmts.savepoint), tx.Stmt(s.stmts.release), tx.Stmt(s.stmts.rollbackTo)
 		}
@@ -632,6 +678,30 @@ func (s *Store) commit(batch []*op) error {
 		return s.unavailable("commit", err)
 	}
 	return nil
+}
+
+// runHot runs hot writes on conn inside the transaction tx has open on
+// it, and says the step that failed.
+func (s *Store) runHot(conn *sql.Conn, ops []*op) (step string, err error) {
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(driver.Conn)
+		if !ok {
+			step = "begin"
+			return fmt.Errorf("driver connection is a %T", dc)
+		}
+		if err := s.rw.on(c); err != nil {
+			step = "prepare"
+			return err
+		}
+		for _, o := range ops {
+			var err error
+			if step, err = s.rw.run(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return step, err
 }
 
 func (s *Store) unavailable(step string, err error) error {
