@@ -410,10 +410,6 @@ func dsnBusy(path string, readOnly bool, busy time.Duration) string {
 	// Keep each connection's statements prepared: without this every query
 	// not prepared by hand is parsed and planned again at each call.
 	q.Set("_stmt_cache_size", "128")
-	// No per-connection mutex (SQLITE_OPEN_NOMUTEX): database/sql gives a
-	// connection to one goroutine at a time, and SQLite would otherwise
-	// lock and unlock it in every call, each bound argument included.
-	q.Set("_mutex", "no")
 	if readOnly {
 		q.Set("_query_only", "1")
 	} else {
