@@ -137,7 +137,7 @@ func (s *Store) RecordRound(ctx context.Context, d *Delivery, attempts []Attempt
 	// The writer runs the round (see commit); it is done with d and
 	// attempts when submit returns.
 	o := getOp()
-	o.round, o.attempts, o.now, o.paced = d, attempts, time.Now().UnixMilli(), true
+	o.round, o.attempts, o.now = d, attempts, time.Now().UnixMilli()
 	err := s.submit(ctx, o)
 	putOp(o)
 	if err != nil {

@@ -40,7 +40,7 @@ func (s *Store) RecordClusterRound(ctx context.Context, d *Delivery, attempts []
 	}
 	var id int64
 	var total int
-	err := s.writeRound(ctx, func(tx *sql.Tx) error {
+	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
 		var err error
 		id, total, err = recordClusterRound(tx, d, attempts, c, time.Now().UnixMilli())
 		return err

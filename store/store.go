@@ -119,8 +119,6 @@ type op struct {
 	round    *Delivery
 	attempts []Attempt
 	now      int64
-	// Set on a delivery round's record (round or fn): pace may put it off.
-	paced bool
 	// Set instead of fn: a read (DeliveryStatus), answered before the
 	// batch's transaction begins (see answerLookups).
 	lookup bool
@@ -511,18 +509,9 @@ func (s *Store) writer() {
 	defer close(s.done)
 	defer s.wl.close()
 	batch := make([]*op, 0, s.batchMax)
-	var held []*op // delivery rounds pace put off: first in the next batch
-	last := 0      // size of the previous batch: the load
-	for {
-		batch = append(batch[:0], held...)
-		held = held[:0]
-		if len(batch) == 0 {
-			first, ok := <-s.ops
-			if !ok {
-				return
-			}
-			batch = append(batch, first)
-		}
+	last := 0 // size of the previous batch: the load
+	for first := range s.ops {
+		batch = append(batch[:0], first)
 		// Take what is queued. Under load (fewer queued than the last batch
 		// took), yield a few times first so that writers already running
 		// join this commit rather than wait a whole commit for the next:
@@ -535,7 +524,6 @@ func (s *Store) writer() {
 			runtime.Gosched()
 		}
 		last = len(batch) // lookups included: they come with the load
-		batch, held = pace(batch, held)
 		if batch = s.answerLookups(batch); len(batch) == 0 {
 			continue
 		}
