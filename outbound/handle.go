@@ -119,14 +119,23 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	if filtered, act := e.filtered(ctx, r, ev, prev); filtered {
 		return act
 	}
-	t, ok, wait := r.breaker.allow(now)
+	// Keep the message while the round waits for a slot and runs (a
+	// timer, not a goroutine: most rounds end long before the first
+	// signal is due).
+	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
+	select {
+	case r.slots <- struct{}{}: // freed once the round's requests are made
+	case <-ctx.Done():
+		keep.stop()
+		return actHandBack
+	}
+	t, ok, wait := r.breaker.allow(time.Now())
 	if !ok {
+		r.freeSlot()
+		keep.stop()
 		return nakFor(wait) // paused: nothing is attempted
 	}
-	// Keep the message while the round runs (a timer, not a goroutine:
-	// most rounds end long before the first signal is due).
-	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
-	d := e.round(ctx, r, ev, prev, false)
+	d := e.round(ctx, r, ev, prev, false, r.freeSlot)
 	keep.stop()
 	r.breaker.record(t, d.health, time.Now())
 	return d.then

@@ -358,7 +358,7 @@ func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, r
 	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
 		return
 	}
-	e.round(e.roundCtx, r, ev, prev, true)
+	e.round(e.roundCtx, r, ev, prev, true, nil)
 }
 
 // Errors of Retry.
