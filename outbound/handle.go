@@ -125,6 +125,9 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
 	select {
 	case r.slots <- struct{}{}: // freed once the round's requests are made
+	case <-e.stopping: // a stop hands back what has not started
+		keep.stop()
+		return actHandBack
 	case <-ctx.Done():
 		keep.stop()
 		return actHandBack

@@ -114,6 +114,7 @@ type Engine struct {
 	cancel   context.CancelFunc // stops pulling
 	abort    context.CancelFunc // cancels rounds in flight
 	roundCtx context.Context    // rounds run in it until abort
+	stopping <-chan struct{}    // closed when pulling stops
 	pullers  sync.WaitGroup
 	inflight sync.WaitGroup
 	started  bool
@@ -185,7 +186,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
+	e.cancel, e.abort, e.roundCtx, e.stopping = cancel, abort, roundCtx, pullCtx.Done()
 	for _, r := range e.routes {
 		e.pullers.Add(1)
 		go e.pull(pullCtx, roundCtx, r)
