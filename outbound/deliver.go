@@ -163,14 +163,10 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 // round delivers ev to r: a few quick attempts, then the outcome is
 // recorded, as decide says. prev is the delivery as stored (zero if none);
 // manual rounds (an operator's retry or replay) do not advance the long
-// schedule. sent, if set, is called once the requests are made, before
-// the record.
-func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool, sent func()) decision {
+// schedule.
+func (e *Engine) round(ctx context.Context, r *route, ev envelope, prev store.DeliveryStatus, manual bool) decision {
 	key := IdempotencyKey(r.cfg.Name, ev.source, ev.id)
 	res, attempts := e.send(ctx, r, ev, key, prev.Attempts)
-	if sent != nil {
-		sent()
-	}
 	dec := decide(prev, res, r.cfg.Schedule, time.Now(), manual)
 	if !dec.record {
 		return dec

@@ -119,26 +119,14 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	if filtered, act := e.filtered(ctx, r, ev, prev); filtered {
 		return act
 	}
-	// Keep the message while the round waits for a slot and runs (a
-	// timer, not a goroutine: most rounds end long before the first
-	// signal is due).
-	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
-	select {
-	case r.slots <- struct{}{}: // freed once the round's requests are made
-	case <-e.stopping: // a stop hands back what has not started
-		keep.stop()
-		return actHandBack
-	case <-ctx.Done():
-		keep.stop()
-		return actHandBack
-	}
-	t, ok, wait := r.breaker.allow(time.Now())
+	t, ok, wait := r.breaker.allow(now)
 	if !ok {
-		r.freeSlot()
-		keep.stop()
 		return nakFor(wait) // paused: nothing is attempted
 	}
-	d := e.round(ctx, r, ev, prev, false, r.freeSlot)
+	// Keep the message while the round runs (a timer, not a goroutine:
+	// most rounds end long before the first signal is due).
+	keep := keepInProgress(msg, max(e.cfg.AckWait/3, 100*time.Millisecond))
+	d := e.round(ctx, r, ev, prev, false)
 	keep.stop()
 	r.breaker.record(t, d.health, time.Now())
 	return d.then

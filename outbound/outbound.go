@@ -114,7 +114,6 @@ type Engine struct {
 	cancel   context.CancelFunc // stops pulling
 	abort    context.CancelFunc // cancels rounds in flight
 	roundCtx context.Context    // rounds run in it until abort
-	stopping <-chan struct{}    // closed when pulling stops
 	pullers  sync.WaitGroup
 	inflight sync.WaitGroup
 	started  bool
@@ -186,7 +185,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel, e.abort, e.roundCtx, e.stopping = cancel, abort, roundCtx, pullCtx.Done()
+	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx
 	for _, r := range e.routes {
 		e.pullers.Add(1)
 		go e.pull(pullCtx, roundCtx, r)
@@ -359,7 +358,7 @@ func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, r
 	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
 		return
 	}
-	e.round(e.roundCtx, r, ev, prev, true, nil)
+	e.round(e.roundCtx, r, ev, prev, true)
 }
 
 // Errors of Retry.

@@ -10,8 +10,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// pull feeds a route's messages to at most roundsPerSlot × Concurrency
-// rounds at a time, of which at most Concurrency send (see runDue).
+// pull feeds a route's messages to at most Concurrency rounds at a time.
 // It fetches only as many messages as it has free workers, and waits for
 // each fetch to end (at most fetchWait): nothing is left pulled but
 // unhandled, so a stop hands every message back at once instead of
@@ -19,10 +18,9 @@ import (
 // goroutine per message would grow its stack in every round).
 func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	defer e.pullers.Done()
-	n := roundsPerSlot * r.cfg.Concurrency
-	p := &puller{e: e, r: r, sem: make(chan struct{}, n), work: make(chan natsjs.Msg, n)}
+	p := &puller{e: e, r: r, sem: make(chan struct{}, r.cfg.Concurrency), work: make(chan natsjs.Msg, r.cfg.Concurrency)}
 	defer close(p.work)
-	for range n {
+	for range r.cfg.Concurrency {
 		go p.worker(roundCtx)
 	}
 	var cons natsjs.Consumer
@@ -44,15 +42,6 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 		}
 	}
 }
-
-// roundsPerSlot is how many rounds a route runs per request it may have
-// in flight (routes[].concurrency). A round with a fast downstream
-// spends most of its time waiting for the store (its status read before,
-// its record after, each in the next group commit); those waits do not
-// hold a slot, so more rounds share each commit: at 64 slots and a
-// downstream that answers at once, delivery then kept pace with a burst
-// of intake instead of leaving a backlog (bench/RESULTS.md).
-const roundsPerSlot = 4
 
 // fetchWait bounds one fetch: how long a stop may wait for it to end.
 const fetchWait = time.Second

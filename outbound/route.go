@@ -34,15 +34,12 @@ type route struct {
 	filter   *expr.Program         // nil: none
 	// filterLogged is when a filter error was last logged (unix ns).
 	filterLogged atomic.Int64
-	// slots holds a token per round sending (cfg.Concurrency of them):
-	// the route runs roundsPerSlot times as many rounds (see pull).
-	slots chan struct{}
 }
 
 func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 	rc = rc.withDefaults()
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
-		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown), slots: make(chan struct{}, rc.Concurrency)}
+		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown)}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
 		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
@@ -138,9 +135,6 @@ func IdempotencyKey(route, source, eventID string) string {
 	hex.Encode(out[3:], sum[:16])
 	return string(out[:])
 }
-
-// freeSlot gives back the attempt slot a round took (see Engine.runDue).
-func (r *route) freeSlot() { <-r.slots }
 
 // limitedTransport waits for the route's rate limiter before every attempt.
 type limitedTransport struct {
