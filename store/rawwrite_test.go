@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime"
@@ -185,5 +186,42 @@ func TestHotBatchAfterStrayTransaction(t *testing.T) {
 	}
 	if _, err := s.DeliveryStatus(context.Background(), "r", batch[0].claim.Seq, "stripe", "evt_2"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("lookup after it: %v, want ErrNotFound", err)
+	}
+}
+
+// TestGivenUpConnectionFreesTheWriteLock: a writer connection given up
+// inside a transaction (driver.ErrBadConn, as abort does when its
+// ROLLBACK fails) is closed for good, its transaction and write lock with
+// it, so that the next batch commits on a new connection.
+func TestGivenUpConnectionFreesTheWriteLock(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	first := []*op{{claim: testEvent("evt_1")}}
+	first[0].claim.Headers = []byte("{}")
+	if err := s.commit(first); err != nil { // prepares the writer's statements
+		t.Fatal(err)
+	}
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = conn.Raw(func(dc any) error {
+		c := dc.(driver.Conn)
+		if err := s.rw.on(c); err != nil {
+			return err
+		}
+		if _, err := s.rw.begin.ExecContext(ctx, nil); err != nil {
+			return err
+		}
+		return s.giveUp(driver.ErrBadConn)
+	})
+	conn.Close()
+	if !errors.Is(err, driver.ErrBadConn) {
+		t.Fatalf("raw: %v", err)
+	}
+	batch := []*op{{claim: testEvent("evt_2")}}
+	batch[0].claim.Headers = []byte("{}")
+	if err := s.commit(batch); err != nil || batch[0].dup {
+		t.Fatalf("the next batch: %v (dup %v)", err, batch[0].dup)
 	}
 }

@@ -600,23 +600,24 @@ func (s *Store) commit(batch []*op) error {
 			step = "begin"
 			return fmt.Errorf("driver connection is a %T", dc)
 		}
+		abort := func(err error) error { return s.giveUp(s.rw.abort(c, err)) }
 		if err := s.rw.on(c); err != nil {
 			step = "prepare"
 			return err
 		}
 		if _, err := s.rw.begin.ExecContext(context.Background(), nil); err != nil {
 			step = "begin"
-			return s.rw.abort(c, err) // were the connection left inside a transaction
+			return abort(err) // were the connection left inside a transaction
 		}
 		for _, o := range batch {
 			var err error
 			if step, err = s.rw.run(o); err != nil {
-				return s.rw.abort(c, err)
+				return abort(err)
 			}
 		}
 		if _, err := s.rw.commit.ExecContext(context.Background(), nil); err != nil {
 			step = "commit"
-			return s.rw.abort(c, err)
+			return abort(err)
 		}
 		return nil
 	})
@@ -624,6 +625,18 @@ func (s *Store) commit(batch []*op) error {
 		return s.unavailable(step, err)
 	}
 	return nil
+}
+
+// giveUp closes the writer's own statements when err gives the writer's
+// connection up (driver.ErrBadConn): database/sql then closes it, and
+// SQLite closes it (ending its transaction and freeing the write lock)
+// only once none of its statements is left. It returns err.
+func (s *Store) giveUp(err error) error {
+	if errors.Is(err, driver.ErrBadConn) {
+		s.rw.close()
+		s.wl.close()
+	}
+	return err
 }
 
 // commitTx is commit for a batch with a generic write: a database/sql
