@@ -581,13 +581,16 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 	return rec.status(local.ID), nil
 }
 
-// orphaned reports whether the cluster holds a final outcome that this
-// store has not recorded (local, or lerr store.ErrNotFound).
+// orphaned reports whether the cluster holds a final outcome of more
+// attempts than this store has recorded (local, or lerr
+// store.ErrNotFound). Only the attempts tell: an operator's retry or
+// replay sets the local state to pending before its round, and a local
+// success stays one.
 func orphaned(rec record, local store.DeliveryStatus, lerr error) bool {
 	if !(&store.DeliveryStatus{State: rec.State}).Terminal() {
 		return false
 	}
-	return lerr != nil || local.State != rec.State || local.Attempts < rec.Attempts
+	return errors.Is(lerr, store.ErrNotFound) || local.Attempts < rec.Attempts
 }
 
 // recordOrphan records here, with its record for the other gateways, a
@@ -602,7 +605,8 @@ func (s *DeliveryState) recordOrphan(ctx context.Context, route string, seq int6
 	d := &store.Delivery{EventSeq: seq, Route: route, Source: source, EventID: eventID,
 		IdempotencyKey: outbound.IdempotencyKey(route, source, eventID), State: rec.State, Rounds: rec.Rounds,
 		LastStatus: rec.Status}
-	c := store.ClusterRound{Origin: s.cfg.Origin, FirstAttempt: rec.Attempts + 1, Attempts: rec.Attempts, Version: rev}
+	c := store.ClusterRound{Origin: s.cfg.Origin, FirstAttempt: rec.Attempts + 1, Attempts: rec.Attempts, Version: rev,
+		Outcome: true}
 	if err := s.cfg.Replica.RecordClusterRound(ctx, d, nil, c); err != nil {
 		return 0, fmt.Errorf("cluster: record an outcome its round's gateway did not: %w", err)
 	}

@@ -681,8 +681,9 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 
 // An outcome in the delivery-state bucket that its round's gateway never
 // recorded (stopped between the bucket's write and its commit) is recorded
-// by the next gateway that claims the delivery, with its record for the
-// others; the message is not run again.
+// by the next gateway that claims the delivery, over what it had of the
+// earlier rounds, with its record for the others; the message is not run
+// again. A local row reset to pending (an operator's retry) is no orphan.
 func TestOrphanedOutcomeRecorded(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
 	ctx := context.Background()
@@ -705,33 +706,62 @@ func TestOrphanedOutcomeRecorded(t *testing.T) {
 			Replicas: 1, Owner: name, Origin: name, Replica: st,
 			Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}, testLog())
 	}
+	claim := func(ds *cluster.DeliveryState, k outbound.DeliveryKey) {
+		t.Helper()
+		gatewaytest.WaitFor(t, "a claim", 30*time.Second, func() (bool, string) { return ds.TryClaim(ctx, k), "refused" })
+	}
 	sta, stb := open(), open()
 	a, b := state(sta, "gw-a"), state(stb, "gw-b")
 	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
-	gatewaytest.WaitFor(t, "a's claim", 30*time.Second, func() (bool, string) { return a.TryClaim(ctx, ka), "refused" })
-	if err := sta.Close(); err != nil { // a stops before its commit
+
+	// b's round fails; a's ends the delivery (410: dead) and a stops
+	// before its commit.
+	claim(b, kb)
+	if err := b.Record(ctx, delivery(kb, store.StateRetrying), []store.Attempt{{StartedAt: time.Now(), Status: 503}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Record(ctx, delivery(ka, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+	b.Release(kb)
+	claim(a, ka)
+	if err := sta.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gone := delivery(ka, store.StateDead)
+	gone.LastStatus = 410
+	if err := a.Record(ctx, gone, []store.Attempt{{StartedAt: time.Now(), Status: 410}}); err == nil {
 		t.Fatal("a round recorded in a closed store")
 	}
 
-	gatewaytest.WaitFor(t, "b's claim", 30*time.Second, func() (bool, string) { return b.TryClaim(ctx, kb), "refused" })
+	claim(b, kb)
 	st, err := b.Status(ctx, "r", kb.Seq, "s", "e1")
-	if err != nil || st.State != store.StateSucceeded || st.Attempts != 1 || st.ID == 0 {
-		t.Fatalf("b's status: %+v, %v; want succeeded after a's one attempt, with b's ID", st, err)
+	if err != nil || st.State != store.StateDead || st.Attempts != 2 || st.ID == 0 {
+		t.Fatalf("b's status: %+v, %v; want dead after 2 attempts, with b's ID", st, err)
 	}
 	b.Release(kb)
 	d, err := stb.Delivery(ctx, "r", "s", "e1")
-	if err != nil || d.State != store.StateSucceeded || d.Attempts != 1 || d.EventType != "t" || d.LastStatus != 500 { // delivery() says 500
-		t.Fatalf("b's record of the outcome: %+v, %v", d, err)
+	if err != nil || d.State != store.StateDead || d.Attempts != 2 || d.EventType != "t" || d.LastStatus != 410 {
+		t.Fatalf("b's record of the outcome: %+v, %v; want dead, 2 attempts, last status 410", d, err)
 	}
 	out, err := stb.RecordsOut(ctx, 10)
-	if err != nil || len(out) != 1 {
-		t.Fatalf("records out: %d, %v; want the outcome's", len(out), err)
+	if err != nil || len(out) != 2 {
+		t.Fatalf("records out: %d, %v; want b's round's and the outcome's", len(out), err)
 	}
 	var rr store.RoundRecord
-	if err := json.Unmarshal(out[0].Data, &rr); err != nil || rr.Version == 0 || rr.State != store.StateSucceeded || rr.Attempts != 1 {
+	if err := json.Unmarshal(out[1].Data, &rr); err != nil || rr.Version == 0 || rr.State != store.StateDead ||
+		rr.Attempts != 2 || rr.LastStatus != 410 {
 		t.Fatalf("the outcome's record: %+v, %v", rr, err)
+	}
+
+	// An operator's retry sets the row to pending before its round: the
+	// cluster's outcome is no orphan then.
+	if reset, err := stb.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil || !reset {
+		t.Fatalf("reset to pending: %v, %v", reset, err)
+	}
+	claim(b, kb)
+	if _, err := b.Status(ctx, "r", kb.Seq, "s", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(kb)
+	if n, err := stb.CountRecordsOut(ctx); err != nil || n != 2 {
+		t.Fatalf("records out after a reset to pending: %d, %v; want still 2", n, err)
 	}
 }

@@ -26,6 +26,10 @@ type ClusterRound struct {
 	// delivery-state bucket; 0 when it could not be written there: the
 	// round is recorded here, and no record of it is published.
 	Version uint64
+	// Outcome is set for an outcome recorded without its round's attempts
+	// (the cluster's, which no gateway recorded): its last status and
+	// error are the delivery's even so.
+	Outcome bool
 }
 
 // RecordClusterRound is RecordRound for cluster mode, in one transaction:
@@ -65,6 +69,10 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 	if upTo == 0 {
 		upTo = math.MaxInt64
 	}
+	withLast := len(attempts)
+	if c.Outcome {
+		withLast = 1
+	}
 	var id int64
 	err := tx.QueryRow(`SELECT id FROM deliveries WHERE event_seq = ? AND route = ?`, d.EventSeq, d.Route).Scan(&id)
 	switch {
@@ -82,7 +90,7 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 				last_status = CASE WHEN ? > 0 THEN ? ELSE last_status END,
 				last_error = CASE WHEN ? > 0 THEN ? ELSE last_error END,
 				next_attempt_at = ?, updated_at = ?, version = max(version, ?)
-			WHERE id = ? AND version <= ?`, d.State, c.Attempts, d.Rounds, len(attempts), d.LastStatus, len(attempts),
+			WHERE id = ? AND version <= ?`, d.State, c.Attempts, d.Rounds, withLast, d.LastStatus, withLast,
 			d.LastError, next, now, version, id, upTo)
 	}
 	if err != nil {
