@@ -115,6 +115,11 @@ type Engine struct {
 	broker *jetstream.Broker
 	log    *slog.Logger
 
+	// pauseMu makes the cluster's pauses (ApplyPause) and the store's
+	// copies read at start (loadPauses) apply one at a time: each reads
+	// the store's copy and sets the breaker together.
+	pauseMu sync.Mutex
+
 	mu       sync.Mutex
 	cancel   context.CancelFunc // stops pulling
 	abort    context.CancelFunc // cancels rounds in flight

@@ -43,6 +43,8 @@ func (e *Engine) ApplyPause(name string, paused bool, gateway string) error {
 	if r == nil {
 		return nil
 	}
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
 	err := e.keepPause(name, paused)
 	switch st := r.breaker.state(); {
 	case paused && st == RoutePaused, !paused && st == RouteActive:
@@ -112,17 +114,27 @@ func (e *Engine) loadPauses(ctx context.Context) error {
 		return nil
 	}
 	for _, r := range e.routes {
-		if r.breaker.state() == RoutePaused {
-			continue
+		if err := e.loadPause(ctx, r); err != nil {
+			return err
 		}
-		v, err := e.store.Meta(ctx, pauseKey(r.cfg.Name))
-		if err != nil {
-			return fmt.Errorf("route %s: read pause: %w", r.cfg.Name, err)
-		}
-		if v == "1" {
-			r.breaker.setManual(true)
-			e.log.Info("route paused by an operator before the restart: stays paused until resumed", "route", r.cfg.Name)
-		}
+	}
+	return nil
+}
+
+// loadPause pauses r if the store's copy says so.
+func (e *Engine) loadPause(ctx context.Context, r *route) error {
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
+	if r.breaker.state() == RoutePaused {
+		return nil
+	}
+	v, err := e.store.Meta(ctx, pauseKey(r.cfg.Name))
+	if err != nil {
+		return fmt.Errorf("route %s: read pause: %w", r.cfg.Name, err)
+	}
+	if v == "1" {
+		r.breaker.setManual(true)
+		e.log.Info("route paused by an operator before the restart: stays paused until resumed", "route", r.cfg.Name)
 	}
 	return nil
 }
