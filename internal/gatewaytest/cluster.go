@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,13 +34,14 @@ type NATSCluster struct {
 func RunNATSCluster(t testing.TB, n int) *NATSCluster {
 	t.Helper()
 	c := &NATSCluster{Servers: make([]*server.Server, n)}
+	base := t.TempDir() // before the cleanup below, so removed after it ran
 	t.Cleanup(func() {
 		for i := range c.Servers {
 			c.Stop(i)
 		}
 	})
 	for try := 1; ; try++ {
-		err := c.startAll(t, n)
+		err := c.startAll(t, n, filepath.Join(base, fmt.Sprint(try)))
 		if err == nil {
 			break
 		}
@@ -60,9 +62,9 @@ func RunNATSCluster(t testing.TB, n int) *NATSCluster {
 	return c
 }
 
-// startAll starts n servers on new stores, route ports found free, and
-// client ports the kernel picks.
-func (c *NATSCluster) startAll(t testing.TB, n int) error {
+// startAll starts n servers with stores under dir, route ports found
+// free, and client ports the kernel picks.
+func (c *NATSCluster) startAll(t testing.TB, n int, dir string) error {
 	cluster := make([]int, n)
 	var routes []string
 	for i := range n {
@@ -86,7 +88,7 @@ func (c *NATSCluster) startAll(t testing.TB, n int) error {
 			Host:       "127.0.0.1", Port: server.RANDOM_PORT,
 			Cluster:   server.ClusterOpts{Name: "hookgate-test", Host: "127.0.0.1", Port: cluster[i]},
 			Routes:    rs,
-			JetStream: true, StoreDir: t.TempDir(),
+			JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			NoSigs: true, NoLog: true,
 		})
 	}
