@@ -173,6 +173,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	if err := migrate(ctx, w); err != nil {
 		return nil, errors.Join(fmt.Errorf("store: migrate %s: %w", cfg.Path, err), w.Close())
 	}
+	if err := checkpointAtOpen(ctx, w, cfg.Path, log); err != nil {
+		return nil, errors.Join(fmt.Errorf("store: checkpoint %s: %w", cfg.Path, err), w.Close())
+	}
 	// When the writer starts the WAL again, it cuts the file to this size:
 	// only what a restart overshot. Cutting it further would make the
 	// first commit after each restart truncate the file (0.4 s for 1 GiB
@@ -226,6 +229,31 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	go s.writer()
 	go s.checkpointer()
 	return s, nil
+}
+
+// openCheckpointBytes is the WAL size found at open past which Open
+// copies it into the database (and fsyncs that) before it returns.
+const openCheckpointBytes = 32 << 20
+
+// checkpointAtOpen copies a large WAL left by a crash into the database
+// and starts it again, before the store takes writes. Left to the
+// checkpointer, its copies would all be written out by one fsync of the
+// database when a checkpoint first reached the WAL's end, seconds into
+// serving, holding up the commits beside it (41–43 ms after a restart
+// that found 571 MB of WAL); here it lengthens the start instead.
+func checkpointAtOpen(ctx context.Context, w *sql.DB, path string, log *slog.Logger) error {
+	fi, err := os.Stat(path + "-wal")
+	if err != nil || fi.Size() < openCheckpointBytes {
+		return nil //nolint:nilerr // no WAL, or a small one: nothing to do
+	}
+	start := time.Now()
+	var busy, frames, copied int
+	if err := w.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied); err != nil {
+		return err
+	}
+	log.Info("store: the WAL left at the last stop copied into the database", "wal_mb", fi.Size()>>20,
+		"frames", frames, "copied", copied, "busy", busy == 1, "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // closeReaders closes the readers' pool on a failed Open. Its error is

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -259,4 +260,46 @@ func writeConstantly(t *testing.T, s *Store, n int) (stop func()) {
 		}()
 	}
 	return func() { cancel(); writers.Wait() }
+}
+
+// A large WAL found at open (a crash left it) is copied into the database
+// before Open returns, not by the checkpointer while the store serves;
+// nothing in it is lost.
+func TestLargeWALCheckpointedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hookgate.db")
+	s := openTest(t, path)
+	body := bytes.Repeat([]byte("x"), 512<<10)
+	for i := range 80 { // 40 MiB of WAL, more than openCheckpointBytes
+		ev := testEvent(fmt.Sprintf("evt_%d", i))
+		ev.Body = body
+		if _, err := s.Claim(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The files as a crash would leave them (the writer is idle).
+	crash := filepath.Join(t.TempDir(), "hookgate.db")
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(crash+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	s2, err := Open(context.Background(), Config{Path: crash}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	if !strings.Contains(logs.String(), "copied into the database") {
+		t.Fatalf("no checkpoint at open; logs:\n%s", logs.String())
+	}
+	for _, id := range []string{"evt_0", "evt_79"} {
+		if ev, err := s2.GetEvent(context.Background(), "stripe", id); err != nil || len(ev.Body) != len(body) {
+			t.Fatalf("%s after the checkpoint at open: %v", id, err)
+		}
+	}
 }
