@@ -63,10 +63,23 @@ func sameValue(got, want any) bool {
 		return true
 	case map[string]any:
 		g, ok := got.(map[string]any)
-		if !ok || len(g) != len(w) {
+		if !ok {
+			return false
+		}
+		// Keys that differ only in invalid UTF-8 are one key to
+		// encoding/json (holding the last value); ParseBody keeps them
+		// apart (and says inexact): those are compared by name only.
+		seen := map[string]int{}
+		for gk := range g {
+			seen[strings_ToValid(gk)]++
+		}
+		if len(seen) != len(w) {
 			return false
 		}
 		for k, wv := range w {
+			if seen[k] > 1 {
+				continue
+			}
 			gv, ok := g[k]
 			if !ok {
 				gv, ok = g[findRawKey(g, k)]
