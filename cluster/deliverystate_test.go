@@ -63,6 +63,33 @@ func gatewayState(t *testing.T, url, owner string, cfg cluster.DeliveryStateConf
 	return cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cfg, testLog()), st
 }
 
+// openStore opens a store in t.TempDir(), closed when the test ends.
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// connectJS connects to url (reconnecting without end, every 100 ms)
+// and returns its JetStream context; closed when the test ends.
+func connectJS(t *testing.T, url string) natsjs.JetStream {
+	t.Helper()
+	conn, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, err := natsjs.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // adopt stores the event in st and returns its delivery key on route r.
 func adopt(t *testing.T, st *store.Store, r, source, id string) outbound.DeliveryKey {
 	t.Helper()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -400,17 +399,8 @@ func TestRoundRecordsOutlastOutage(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	ctx := context.Background()
 	replica := func(name string) (*store.Store, *cluster.Records) {
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		conn, err := nats.Connect(nc.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(conn.Close)
-		js, _ := natsjs.New(conn)
+		st := openStore(t)
+		js := connectJS(t, nc.URL)
 		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 3, TTL: time.Hour,
 			JetStream: func() natsjs.JetStream { return js }, Poll: 100 * time.Millisecond}, testLog())
 		if err != nil {
@@ -540,17 +530,8 @@ func logRecordsStream(t *testing.T, urls string) {
 func TestRoundRecordWrittenOnRelease(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	conn, err := nats.Connect(nc.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	js, _ := natsjs.New(conn)
+	st := openStore(t)
+	js := connectJS(t, nc.URL)
 	a := cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cluster.DeliveryStateConfig{
 		Replicas: 3, Wait: 5 * time.Second, Owner: "gw-a", Origin: "gw-a", Replica: st,
 		Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}, testLog())
@@ -603,11 +584,7 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 	t.Cleanup(conn.Close)
 	js, _ := natsjs.New(conn)
 	replica := func(name string, reg prometheus.Registerer) (*store.Store, *cluster.Records) {
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
+		st := openStore(t)
 		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 3, TTL: time.Second,
 			JetStream: func() natsjs.JetStream { return js }, Poll: 50 * time.Millisecond, Registerer: reg}, testLog())
 		if err != nil {
@@ -694,11 +671,7 @@ func TestOrphanedOutcomeRecorded(t *testing.T) {
 	t.Cleanup(conn.Close)
 	js, _ := natsjs.New(conn)
 	open := func() *store.Store {
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
+		st := openStore(t)
 		return st
 	}
 	state := func(st *store.Store, name string) *cluster.DeliveryState {
