@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -89,6 +90,18 @@ routes:
 
 	p := newPublisher(t, urls)
 	p.publish("warm", 0) // the bucket made, the consumer running
+	delivered := func(ids ...string) {
+		t.Helper()
+		gatewaytest.WaitFor(t, "every event delivered", 90*time.Second, func() (bool, string) {
+			for _, id := range ids {
+				if got, _ := successes(ds.of(id)); got == 0 {
+					return false, id + " not yet"
+				}
+			}
+			return true, ""
+		})
+	}
+	delivered("warm") // a drained stream alone may be one the relay has not published to yet
 	p.drained()
 	ops, nc := countKVOps(t, urls[0], "HOOKGATE_DELIVERIES")
 	const n = 20
@@ -108,6 +121,11 @@ routes:
 			t.Fatal(err)
 		}
 	}
+	var ids []string
+	for i := range n {
+		ids = append(ids, "own-"+strconv.Itoa(i), "other-"+strconv.Itoa(i))
+	}
+	delivered(ids...)
 	p.drained()
 	if err := nc.Flush(); err != nil { // what the server sent before is read
 		t.Fatal(err)
