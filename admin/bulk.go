@@ -114,14 +114,27 @@ func decodeBulkFilter(body []byte) (*bulkFilter, error) {
 
 // bulkTime reads an RFC 3339 time; "" is the zero time.
 func bulkTime(name, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return t, badFilter(name + " must be an RFC 3339 time, e.g. 2024-05-01T12:00:00Z")
+	t, ok := parseBound(v)
+	if !ok {
+		return t, badFilter(name + " " + boundMsg)
 	}
 	return t, nil
+}
+
+const boundMsg = "must be an RFC 3339 time from 1970 on, e.g. 2024-05-01T12:00:00Z"
+
+// parseBound reads an RFC 3339 time bounding a search; "" is the zero
+// time (unbounded). A time before 1970 is refused: the zero time it could
+// be would turn a bound into none.
+func parseBound(v string) (time.Time, bool) {
+	if v == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.Unix() < 0 {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 func badFilter(msg string) error {

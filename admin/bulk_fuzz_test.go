@@ -13,7 +13,8 @@ import (
 // for "all", a route, source or since.
 func FuzzParseBulkFilter(f *testing.F) {
 	for _, s := range []string{`{"route":"a"}`, `{"all":true}`, `{"source":"s","state":"retrying"}`,
-		`{"since":"2024-05-01T00:00:00Z","until":"2024-05-02T00:00:00.5+02:00"}`, `{"route":"a","x":1}`, `{}`, `[`} {
+		`{"since":"2024-05-01T00:00:00Z","until":"2024-05-02T00:00:00.5+02:00"}`, `{"route":"a","x":1}`, `{}`, `[`,
+		`{"route":"a","until":"0001-01-01T00:00:00Z"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -30,6 +31,9 @@ func FuzzParseBulkFilter(f *testing.F) {
 		}
 		if len(flt.Route) > bulkMaxName || len(flt.Source) > bulkMaxName {
 			t.Fatalf("a name of %d/%d bytes accepted", len(flt.Route), len(flt.Source))
+		}
+		if (!flt.Since.IsZero() && flt.Since.Unix() < 0) || (!flt.Until.IsZero() && flt.Until.Unix() < 0) {
+			t.Fatalf("a bound before 1970 accepted: %v, %v", flt.Since, flt.Until)
 		}
 		if !flt.Since.IsZero() && !flt.Until.IsZero() && !flt.Since.Before(flt.Until) {
 			t.Fatalf("since %v not before until %v", flt.Since, flt.Until)

@@ -118,6 +118,8 @@ func TestBulkRetry(t *testing.T) {
 		`{"since":"2024-05-02T00:00:00Z","until":"2024-05-01T00:00:00Z"}`,
 		`{"route":"` + strings.Repeat("x", 300) + `"}`, `{"route":"a\u0000"}`,
 		`{"route":"a","all":"yes"}`,
+		// The zero time would read as no bound: "retry everything".
+		`{"route":"a","until":"0001-01-01T00:00:00Z"}`, `{"route":"a","since":"1969-12-31T23:59:59Z"}`,
 	}
 	for _, body := range bad {
 		if a := c.do(t, bearer(opToken), http.MethodPost, "/v1/deliveries/retry", "", body); a.status != 400 {

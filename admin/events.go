@@ -39,13 +39,11 @@ func (h *Handler) registerEvents(v1 fiber.Router) {
 func (h *Handler) listEvents(c *fiber.Ctx) error {
 	// Tasks are read through /v1/tasks, which scopes them to their token.
 	f := store.EventFilter{Source: c.Query("source"), Type: c.Query("type"), ExcludeTasks: true}
-	if v := c.Query("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return badParam("since", "must be an RFC 3339 time, e.g. 2024-05-01T12:00:00Z")
-		}
-		f.Since = t
+	since, ok := parseBound(c.Query("since"))
+	if !ok {
+		return badParam("since", boundMsg)
 	}
+	f.Since = since
 	limit, err := intParam(c, "limit", 50)
 	if err != nil || limit < 1 || limit > 500 {
 		return badParam("limit", "must be a number from 1 to 500")

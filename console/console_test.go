@@ -143,7 +143,7 @@ func TestSearch(t *testing.T) {
 			}
 		}
 	}
-	for _, q := range []string{"field=a;drop", "field=" + strings.Repeat("a", 300), "since=yesterday", "field=a..b"} {
+	for _, q := range []string{"field=a;drop", "field=" + strings.Repeat("a", 300), "since=yesterday", "until=0001-01-01T00:00", "field=a..b"} {
 		if resp, body := g.get(t, opToken, "/console/f/events?"+q); resp.StatusCode != 400 {
 			t.Errorf("%s: %d, want 400: %s", q, resp.StatusCode, body)
 		}

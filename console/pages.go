@@ -156,11 +156,12 @@ func parseTime(name, v string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
-		if t, err := time.Parse(layout, v); err == nil {
+		// Before 1970 is refused: the zero time it could be reads as no bound.
+		if t, err := time.Parse(layout, v); err == nil && t.Unix() >= 0 {
 			return t, nil
 		}
 	}
-	return time.Time{}, badParam(name, "must be a time such as 2024-05-01T12:00 (UTC) or RFC 3339")
+	return time.Time{}, badParam(name, "must be a time from 1970 on such as 2024-05-01T12:00 (UTC) or RFC 3339")
 }
 
 func (c *Console) events(ctx *fiber.Ctx) error {

@@ -169,7 +169,7 @@ func TestEventAPIPaging(t *testing.T) {
 	if got := g.listAll(t, "since="+since, 3); len(got) != 0 {
 		t.Fatalf("since an hour ahead: %v", got)
 	}
-	for _, bad := range []string{"?since=yesterday", "?limit=0", "?limit=501", "?cursor=zz", "?cursor=1-x"} {
+	for _, bad := range []string{"?since=yesterday", "?since=0001-01-01T00:00:00Z", "?limit=0", "?limit=501", "?cursor=zz", "?cursor=1-x"} {
 		if code, body := g.api(t, http.MethodGet, "/v1/events"+bad, apiToken); code != 400 || !strings.Contains(body, "invalid_parameter") {
 			t.Errorf("list%s: %d %s, want 400 invalid_parameter", bad, code, body)
 		}
