@@ -45,6 +45,8 @@ type floorStore struct {
 	db     *sql.DB
 	claims chan *floorClaim
 	done   chan struct{}
+
+	deliver *floorDeliverer // the delivering floor's (floordeliver.go); nil for the floor
 }
 
 // openFloor opens (or creates) the floor's store in dir and starts its
@@ -137,9 +139,13 @@ func (s *floorStore) claim(ctx context.Context, id string, body []byte) (fresh b
 }
 
 func (s *floorStore) close() error {
+	var err error
+	if s.deliver != nil {
+		err = s.deliver.stop()
+	}
 	close(s.claims)
 	<-s.done
-	return s.db.Close()
+	return errors.Join(err, s.db.Close())
 }
 
 // floorHandler is the floor's intake: the answers the gateway gives
@@ -181,9 +187,17 @@ func newFloorApp(s *floorStore, secret string) *fiber.App {
 }
 
 // serveFloor serves the durable floor on addr with its store in dir
-// (this binary with -floor ADDR -floor-dir DIR).
-func serveFloor(addr, dir string) int {
-	s, err := openFloor(dir)
+// (this binary with -floor ADDR -floor-dir DIR), or with deliverURL the
+// delivering floor, n workers posting there (-floor-deliver URL
+// -floor-concurrency N).
+func serveFloor(addr, dir, deliverURL string, n int) int {
+	var s *floorStore
+	var err error
+	if deliverURL == "" {
+		s, err = openFloor(dir)
+	} else {
+		s, err = openDeliveringFloor(dir, deliverURL, n, floorQueue)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		return 1
@@ -212,8 +226,10 @@ func serveFloor(addr, dir string) int {
 // floorRatios are the report's rows of issue 25's ratios: intake to the
 // durable floor (target 0.90 for intake alone, -no-route; 0.60 with
 // delivery running), intake to bare Fiber, and end to end to the floor
-// (target 0.50). A rate not measured (0) leaves its rows out.
-func floorRatios(intake, endToEnd, floor, bare float64, noRoute bool) []string {
+// (target 0.50); then, without targets, intake and end to end to the
+// delivering floor's (dIntake, dEndToEnd). A rate not measured (0) leaves
+// its rows out.
+func floorRatios(intake, endToEnd, floor, bare, dIntake, dEndToEnd float64, noRoute bool) []string {
 	var rows []string
 	if floor > 0 && intake > 0 {
 		want, what := 0.60, "with delivery running"
@@ -229,6 +245,12 @@ func floorRatios(intake, endToEnd, floor, bare float64, noRoute bool) []string {
 	if floor > 0 && endToEnd > 0 && !noRoute {
 		q := endToEnd / floor
 		rows = append(rows, fmt.Sprintf("| end-to-end delivery / durable floor | %.2f | ≥ 0.50 | %s |\n", q, yes(q >= 0.50)))
+	}
+	if dIntake > 0 && intake > 0 && !noRoute {
+		rows = append(rows, fmt.Sprintf("| intake / delivering floor (with delivery running) | %.2f | | |\n", intake/dIntake))
+	}
+	if dEndToEnd > 0 && endToEnd > 0 && !noRoute {
+		rows = append(rows, fmt.Sprintf("| end to end / delivering floor | %.2f | | |\n", endToEnd/dEndToEnd))
 	}
 	return rows
 }

@@ -104,24 +104,35 @@ func TestFloorRatios(t *testing.T) {
 	for _, tc := range []struct {
 		name                     string
 		intake, e2e, floor, bare float64
+		dIntake, dE2E            float64 // the delivering floor's
 		noRoute                  bool
 		want                     []string
 	}{
-		{"with delivery", 12000, 10000, 20000, 80000, false, []string{
+		{"with delivery", 12000, 10000, 20000, 80000, 0, 0, false, []string{
 			"| intake / durable floor (with delivery running) | 0.60 | ≥ 0.60 | yes |\n",
 			"| intake / bare Fiber | 0.15 | | |\n",
 			"| end-to-end delivery / durable floor | 0.50 | ≥ 0.50 | yes |\n"}},
-		{"intake alone below", 15000, 0, 20000, 80000, true, []string{
+		{"intake alone below", 15000, 0, 20000, 80000, 0, 0, true, []string{
 			"| intake / durable floor (intake alone) | 0.75 | ≥ 0.90 | **no** |\n",
 			"| intake / bare Fiber | 0.19 | | |\n"}},
-		{"no floor measured", 15000, 9000, 0, 80000, false, []string{
+		{"no floor measured", 15000, 9000, 0, 80000, 0, 0, false, []string{
 			"| intake / bare Fiber | 0.19 | | |\n"}},
-		{"nothing measured", 0, 0, 0, 0, false, nil},
-		{"delivery slow", 12000, 4000, 20000, 0, false, []string{
+		{"nothing measured", 0, 0, 0, 0, 0, 0, false, nil},
+		{"delivery slow", 12000, 4000, 20000, 0, 0, 0, false, []string{
 			"| intake / durable floor (with delivery running) | 0.60 | ≥ 0.60 | yes |\n",
 			"| end-to-end delivery / durable floor | 0.20 | ≥ 0.50 | **no** |\n"}},
+		{"delivering floor", 12000, 8000, 20000, 80000, 15000, 10000, false, []string{
+			"| intake / durable floor (with delivery running) | 0.60 | ≥ 0.60 | yes |\n",
+			"| intake / bare Fiber | 0.15 | | |\n",
+			"| end-to-end delivery / durable floor | 0.40 | ≥ 0.50 | **no** |\n",
+			"| intake / delivering floor (with delivery running) | 0.80 | | |\n",
+			"| end to end / delivering floor | 0.80 | | |\n"}},
+		{"delivering floor, no end to end", 12000, 0, 0, 0, 15000, 10000, false, []string{
+			"| intake / delivering floor (with delivery running) | 0.80 | | |\n"}},
+		{"delivering floor with -no-route", 15000, 0, 20000, 0, 15000, 10000, true, []string{
+			"| intake / durable floor (intake alone) | 0.75 | ≥ 0.90 | **no** |\n"}},
 	} {
-		got := floorRatios(tc.intake, tc.e2e, tc.floor, tc.bare, tc.noRoute)
+		got := floorRatios(tc.intake, tc.e2e, tc.floor, tc.bare, tc.dIntake, tc.dE2E, tc.noRoute)
 		if strings.Join(got, "") != strings.Join(tc.want, "") {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}

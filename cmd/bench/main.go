@@ -75,6 +75,8 @@ type options struct {
 	// Internal modes: this binary re-executed as a server under test.
 	bareAddr, serveConfig, natsNode string
 	floorAddr, floorDir             string
+	floorDeliver                    string
+	floorConcurrency                int
 }
 
 func main() {
@@ -120,6 +122,8 @@ func main() {
 	flag.StringVar(&o.bareAddr, "bare", "", "internal: serve the bare Fiber handler on this address")
 	flag.StringVar(&o.floorAddr, "floor", "", "internal: serve the durable floor on this address (its store in -floor-dir)")
 	flag.StringVar(&o.floorDir, "floor-dir", "", "internal: the durable floor's directory")
+	flag.StringVar(&o.floorDeliver, "floor-deliver", "", "internal: with -floor, the delivering floor: deliver each event to this URL")
+	flag.IntVar(&o.floorConcurrency, "floor-concurrency", 64, "internal: with -floor-deliver, the delivery workers")
 	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
 	flag.Parse()
 
@@ -127,7 +131,7 @@ func main() {
 	case o.bareAddr != "":
 		os.Exit(serveBare(o.bareAddr))
 	case o.floorAddr != "":
-		os.Exit(serveFloor(o.floorAddr, o.floorDir))
+		os.Exit(serveFloor(o.floorAddr, o.floorDir, o.floorDeliver, o.floorConcurrency))
 	case o.serveConfig != "":
 		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
 	case o.natsNode != "":
@@ -186,6 +190,7 @@ type report struct {
 	soakMax                   int64
 	bareCPU, peakCPU, halfCPU cpuSplit
 	floorCPU                  cpuSplit
+	dfloor                    deliveringFloorRun // the delivering floor (floordeliver.go)
 	// The drain after the peak: delivery alone.
 	drainCPU       cpuSplit
 	drainDelivered int64
@@ -323,6 +328,10 @@ func (r *report) runBaselines(ctx context.Context, dir, tag, self string) error 
 		return err
 	}
 	r.floor, r.floorCPU, err = runBaseline(ctx, o, "durable floor", dir, tag+"f", self, "-floor-dir", floorDir, "-floor")
+	if err != nil || o.noRoute || o.restart {
+		return err
+	}
+	r.dfloor, err = runDeliveringFloor(ctx, o, dir, tag+"d", self)
 	return err
 }
 
@@ -648,7 +657,8 @@ func (r *report) markdown() string {
 			num(r.floor.rate()), ms(r.floor.pct(50)), ms(r.floor.pct(99)), ms(r.floor.pct(100)))
 	}
 	fmt.Fprintf(&b, "| intake at peak (%s closed loop) | %s events/s | | |\n", o.duration, num(r.peak.rate()))
-	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), o.noRoute) {
+	r.dfloor.writeRow(&b, o)
+	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), r.dfloor.intake.rate(), r.dfloor.endToEnd, o.noRoute) {
 		b.WriteString(row)
 	}
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 / max | %s / %s / %s / %s | | |\n",
@@ -697,6 +707,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| CPU on the durable floor: server / bench / other / stolen; server CPU per event | %s; %.0f µs | | |\n",
 			r.floorCPU, r.floorCPU.server*1e6/r.floor.rate())
 	}
+	r.dfloor.writeCPURow(&b)
 	if r.bare.rate() > 0 {
 		fmt.Fprintf(&b, "| CPU on bare Fiber: server / bench / other processes / stolen by the hypervisor | %s | | |\n", r.bareCPU)
 	}
