@@ -149,12 +149,12 @@ func testDeliveringFloor(t *testing.T, queue, n int, down, wantReadBack bool) {
 		err := db.QueryRow(`SELECT count(*) FROM events WHERE delivered_at IS NOT NULL AND status = ?`, wantStatus).Scan(&k)
 		return err == nil && k == events, fmt.Sprintf("%d of %d with status %d, %v", k, events, wantStatus, err)
 	})
-	readBack := s.deliver.readBackRows.Load()
-	delivered, failed := s.deliver.delivered.Load(), s.deliver.failed.Load()
 	closed = true
-	if err := s.close(); err != nil {
+	if err := s.close(); err != nil { // the workers have stopped: their counts are final
 		t.Fatal(err)
 	}
+	readBack := s.deliver.readBackRows.Load()
+	delivered, failed := s.deliver.delivered.Load(), s.deliver.failed.Load()
 	var rows, undelivered int
 	if err := db.QueryRow(`SELECT count(*), count(*) - count(delivered_at) FROM events`).Scan(&rows, &undelivered); err != nil || rows != events || undelivered != 0 {
 		t.Fatalf("%d rows, %d undelivered, %v; want %d, 0", rows, undelivered, err, events)
