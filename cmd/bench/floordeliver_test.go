@@ -205,3 +205,13 @@ func hangUpAddr(t *testing.T) string {
 	}()
 	return ln.Addr().String()
 }
+
+func TestCPUPerDelivered(t *testing.T) {
+	// 1.5 cores for 10 s and 0.5 cores for 2 s over 40,000 events: 400 µs each.
+	if got := cpuPerDelivered(cpuSplit{server: 1.5}, 10*time.Second, cpuSplit{server: 0.5}, 2*time.Second, 40000); got != 400 {
+		t.Errorf("got %v µs, want 400", got)
+	}
+	if got := cpuPerDelivered(cpuSplit{server: 1.5}, 10*time.Second, cpuSplit{}, 0, 0); got != 0 {
+		t.Errorf("nothing delivered: got %v, want 0", got)
+	}
+}

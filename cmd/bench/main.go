@@ -195,6 +195,8 @@ type report struct {
 	drainCPU       cpuSplit
 	drainDelivered int64
 	drainTime      time.Duration
+	peakDistinct0  int64   // distinct events at the downstream when the peak's loop began
+	throughCPU     float64 // gateway CPU µs per event delivered, from the peak's loop to the last delivery
 	samples        []sample
 	lastErr        string
 	startup        time.Duration // from the gateway's start until it answered HTTP
@@ -296,7 +298,7 @@ func run(ctx context.Context, o *options) (string, error) {
 	smp := r.startSampler(ctx, gw, l, ds, ob)
 	defer smp.stop()
 
-	r.runPeak(ctx, gw, l, addr, smp)        // 3. Peak: closed loop.
+	r.runPeak(ctx, gw, l, ds, addr, smp)    // 3. Peak: closed loop.
 	r.runDrain(ctx, gw, l, ds, ob, smp)     // 4. Delivery of everything accepted so far.
 	r.runHalf(ctx, gw, l, smp)              // 5. Half the peak rate, on a schedule.
 	r.runSoak(ctx, gw, l, smp)              // 6. Soak.
@@ -474,10 +476,11 @@ func (s *sampler) stop() { s.cancel(); <-s.done }
 
 // runPeak is the peak phase: warm-up, then the closed loop, with the CPU
 // profile (-cpuprofile) and WAL restarts taken over it.
-func (r *report) runPeak(ctx context.Context, gw *proc, l *loader, addr string, smp *sampler) {
+func (r *report) runPeak(ctx context.Context, gw *proc, l *loader, ds *downstream, addr string, smp *sampler) {
 	o := r.o
 	logf("gateway: warm-up %s, then %s closed loop over %d connections", o.warmup, o.duration, o.conns)
 	l.closedLoop(ctx, o.warmup)
+	r.peakDistinct0 = ds.distinct.Load()
 	smp.phase.Store("peak")
 	signalProfile(gw, o, syscall.SIGUSR1)
 	walStart, walErr := scrapeWALRestarts(ctx, addr)
@@ -505,6 +508,7 @@ func (r *report) runDrain(ctx context.Context, gw *proc, l *loader, ds *downstre
 		d0, t0, m := ds.distinct.Load(), time.Now(), measureCPU(gw)
 		r.drained = waitDelivered(ctx, ds, want, o.drainTimeout)
 		r.drainCPU, r.drainTime, r.drainDelivered = m.done(), time.Since(t0), ds.distinct.Load()-d0
+		r.throughCPU = cpuPerDelivered(r.peakCPU, r.peak.elapsed, r.drainCPU, r.drainTime, d0+r.drainDelivered-r.peakDistinct0)
 	}
 	if first := l.firstAccepted.Load(); first > 0 {
 		r.deliveryTime = time.Duration(ds.last.Load() - first)
@@ -725,6 +729,9 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| gateway CPU per event answered: at peak / at half the peak | %s / %s | | |\n",
 		perEvent(r.peakCPU, r.peak.rate()), perEvent(r.halfCPU, r.half.rate()))
+	if r.throughCPU > 0 {
+		fmt.Fprintf(&b, "| gateway CPU per event delivered, from the peak's loop to the last delivery | %.0f µs | | |\n", r.throughCPU)
+	}
 	if r.drainDelivered > 0 {
 		// Delivery alone: no intake competes, so its CPU per delivery is
 		// the figure to compare for changes to the delivery path.
