@@ -385,7 +385,7 @@ type deliveringFloorRun struct {
 	deliveryTime, drainTime  time.Duration // first accepted → last delivered; the drain
 	accepted, drainDelivered int64
 	throughCPU               float64 // server CPU µs per event delivered, from the loop to the last delivery
-	delivered, requests      int64 // at the downstream: distinct events, requests
+	delivered, requests      int64   // at the downstream: distinct events, requests
 	drained                  bool
 }
 
