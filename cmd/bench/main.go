@@ -16,7 +16,10 @@
 //  1. the same load against a bare Fiber handler that reads the body (this
 //     binary re-executed with -bare), for the ratio: absolute numbers drift
 //     between machines; then against the durable floor (-floor, floor.go),
-//     the least a durable, deduplicating receiver does;
+//     the least a durable, deduplicating receiver does; then, with a
+//     route, the delivering floor (-floor -floor-deliver, floordeliver.go):
+//     the floor plus the least durable delivery, measured like 2 and 3 on
+//     a downstream of its own;
 //  2. the gateway at its peak: every connection sends its next request as
 //     soon as the previous one is answered;
 //  3. the time until every accepted event was delivered to the downstream
