@@ -121,7 +121,7 @@ func bulkTime(name, v string) (time.Time, error) {
 	return t, nil
 }
 
-const boundMsg = "must be an RFC 3339 time from 1970 on, e.g. 2024-05-01T12:00:00Z"
+const boundMsg = "must be an RFC 3339 time at or after 1970-01-01T00:00:00Z, e.g. 2024-05-01T12:00:00Z"
 
 // parseBound reads an RFC 3339 time bounding a search; "" is the zero
 // time (unbounded). A time before 1970 is refused: the zero time it could

@@ -161,7 +161,7 @@ func parseTime(name, v string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, badParam(name, "must be a time from 1970 on such as 2024-05-01T12:00 (UTC) or RFC 3339")
+	return time.Time{}, badParam(name, "must be a time at or after 1970-01-01T00:00 UTC, such as 2024-05-01T12:00 (UTC) or RFC 3339")
 }
 
 func (c *Console) events(ctx *fiber.Ctx) error {

@@ -277,6 +277,13 @@ func (d *floorDeliverer) readBack(ctx context.Context) {
 					break
 				}
 				d.mu.Unlock()
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					logf("floor: read-back: %v", err)
+					time.Sleep(100 * time.Millisecond)
+				}
 				continue
 			}
 			for _, j := range jobs {
@@ -371,6 +378,9 @@ func (d *floorDeliverer) stop() error {
 	d.cancel()
 	d.wg.Wait()
 	d.client.CloseIdleConnections()
+	if n := d.failed.Load(); n > 0 {
+		logf("floor: %d of %d deliveries failed", n, n+d.delivered.Load())
+	}
 	return d.read.Close()
 }
 
@@ -468,7 +478,10 @@ func (dr deliveringFloorRun) writeCPURow(b *strings.Builder) {
 		return
 	}
 	drain := "delivery kept up: nothing left after the loop"
-	if dr.drainDelivered > 0 {
+	switch {
+	case !dr.drained:
+		drain = "not all delivered within -drain-timeout (see the floor's log for failed deliveries)"
+	case dr.drainDelivered > 0:
 		drain = fmt.Sprintf("the drain: %s delivered in %s, server CPU per delivery %.0f µs, %s", num(float64(dr.drainDelivered)),
 			dr.drainTime.Round(10*time.Millisecond), dr.drainCPU.server*1e6*dr.drainTime.Seconds()/float64(dr.drainDelivered), dr.drainCPU)
 	}
