@@ -246,6 +246,16 @@ func (d *floorDeliverer) dispatch(batch []*floorClaim, rowids []int64) {
 // the writer queues fresh events again.
 func (d *floorDeliverer) readBack(ctx context.Context) {
 	defer d.wg.Done()
+	// pause logs a failed read and waits before the next; false once
+	// stopping.
+	pause := func(err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		logf("floor: read-back: %v", err)
+		time.Sleep(100 * time.Millisecond)
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,11 +268,9 @@ func (d *floorDeliverer) readBack(ctx context.Context) {
 			d.mu.Unlock()
 			jobs, err := d.readAfter(ctx, cursor, 512)
 			if err != nil {
-				if ctx.Err() != nil {
+				if !pause(err) {
 					return
 				}
-				logf("floor: read-back: %v", err)
-				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			if len(jobs) == 0 {
@@ -277,12 +285,8 @@ func (d *floorDeliverer) readBack(ctx context.Context) {
 					break
 				}
 				d.mu.Unlock()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					logf("floor: read-back: %v", err)
-					time.Sleep(100 * time.Millisecond)
+				if err != nil && !pause(err) {
+					return
 				}
 				continue
 			}
