@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/cluster"
@@ -39,15 +38,7 @@ func bucketConfig(t *testing.T, js natsjs.JetStream, bucket string) (time.Durati
 // naming the change, and the bucket is used as it is.
 func TestBucketsFollowConfig(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
-	conn, err := nats.Connect(nc.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	js, err := natsjs.New(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connectJS(t, nc.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -45,20 +45,8 @@ func testLog() *slog.Logger {
 // connection to one node of the cluster.
 func gatewayState(t *testing.T, url, owner string, cfg cluster.DeliveryStateConfig) (*cluster.DeliveryState, *store.Store) {
 	t.Helper()
-	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "hookgate.db")}, discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
+	js := connectJS(t, url)
 	cfg.Owner = owner
 	return cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cfg, testLog()), st
 }

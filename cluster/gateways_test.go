@@ -97,6 +97,13 @@ sources:
 routes:
   - {name: r, sources: [s], url: %q, headers: {X-Gw: %s}, retries: 0, timeout: 30s, schedule: [50ms, 50ms, 50ms], breaker_threshold: 0}
 `, t.TempDir(), strings.Join(urls, ","), apiToken, url, name)
+	return runGateway(t, name, yaml)
+}
+
+// runGateway starts the gateway of yaml, named name in its log; stopped
+// when the test ends.
+func runGateway(t *testing.T, name, yaml string) *app.App {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

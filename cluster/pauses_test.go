@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/app"
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
@@ -71,17 +70,7 @@ routes:
   - {name: p, sources: [s], url: %q, headers: {X-Gw: %s, X-Route: p}, retries: 0, timeout: 30s, schedule: [50ms, 50ms, 50ms], breaker_threshold: 0}
   - {name: c, sources: [s], url: %q, headers: {X-Gw: %s, X-Route: c}, retries: 0, timeout: 30s, schedule: [50ms, 50ms, 50ms], breaker_threshold: 0}
 `, dir, strings.Join(urls, ","), apiToken, url, name, url, name)
-	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := app.New(cfg, testLog().With("gw", name))
-	if err := a.Start(context.Background()); err != nil {
-		_ = a.Stop(context.Background())
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() { _ = a.Stop(context.Background()) })
-	return a
+	return runGateway(t, name, yaml)
 }
 
 // setRoute pauses (action "pause") or resumes route on a, waiting (within

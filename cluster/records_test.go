@@ -19,7 +19,6 @@ import (
 
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/cluster"
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
@@ -51,17 +50,7 @@ routes:
      schedule: %s}
 tasks: {tokens: [%q, %q], allow: [127.0.0.1], retries: 0, schedule: [50ms]}
 %s`, dir, urls, clusterOpts, apiToken, url, name, schedule, taskTokenA, taskTokenB, extra)
-	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := app.New(cfg, testLog().With("gw", name))
-	if err := a.Start(context.Background()); err != nil {
-		_ = a.Stop(context.Background())
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() { _ = a.Stop(context.Background()) })
-	return a
+	return runGateway(t, name, yaml)
 }
 
 // Task-client tokens of the replica gateways.
