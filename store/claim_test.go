@@ -22,11 +22,11 @@ func TestClaimGivesUpOnFullQueue(t *testing.T) {
 	// Hold the writer in one op, then fill its queue.
 	release := make(chan struct{})
 	held := make(chan struct{})
-	go s.writeOp(context.Background(), func(*sql.Tx) error { close(held); <-release; return nil }, true)
+	go s.writeOp(context.Background(), func(*sql.Tx) error { close(held); <-release; return nil }, leavesOutbox)
 	<-held
 	defer close(release)
 	for range cap(s.ops) {
-		go s.writeOp(context.Background(), func(*sql.Tx) error { return nil }, true)
+		go s.writeOp(context.Background(), func(*sql.Tx) error { return nil }, leavesOutbox)
 	}
 	gatewaytest.WaitFor(t, "a full write queue", 10*time.Second, func() (bool, string) {
 		return len(s.ops) == cap(s.ops), ""

@@ -162,13 +162,23 @@ func (d *DeliveryStatus) Terminal() bool { return terminal(d.State) }
 // DeliveryStatus returns where the delivery of event seq to a route
 // stands, or ErrNotFound, or ErrOtherEvent if seq is not the event of
 // source and eventID in this store (see AdoptEvent): the engine's lookup,
-// two prepared statements on the writer's connection (lookup.go) that read
-// only the columns a round needs (Delivery reads the whole row). It sees
-// every write committed before it was called.
+// answered from memory for an event just stored with no round to route
+// yet (fresh.go), else by two prepared statements on the writer's
+// connection (lookup.go) that read only the columns a round needs
+// (Delivery reads the whole row). It sees every write committed before it
+// was called.
 func (s *Store) DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (DeliveryStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return DeliveryStatus{}, err
 	}
+	if s.fresh.absent(route, seq, source, eventID) {
+		return DeliveryStatus{}, ErrNotFound
+	}
+	return s.queryStatus(ctx, route, seq, source, eventID)
+}
+
+// queryStatus is DeliveryStatus asked of the writer.
+func (s *Store) queryStatus(ctx context.Context, route string, seq int64, source, eventID string) (DeliveryStatus, error) {
 	o := getOp()
 	o.lookup, o.look = true, statusLookup{route: route, source: source, eventID: eventID, seq: seq}
 	err := s.submit(ctx, o)

@@ -510,7 +510,8 @@ func TestDeliveryStatusBesideWrites(t *testing.T) {
 
 // A lookup queued with writes is answered before their transaction begins:
 // it does not see a round whose batch then fails (a bad claim in the same
-// batch fails it whole).
+// batch fails it whole). The lookup is the writer's (queryStatus): from
+// memory (fresh.go) it would not queue.
 func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
@@ -539,7 +540,7 @@ func TestDeliveryStatusIgnoresFailingBatch(t *testing.T) {
 	}()
 	queued(2)
 	go func() {
-		_, err := s.DeliveryStatus(ctx, "billing", 1, "stripe", "evt_1")
+		_, err := s.queryStatus(ctx, "billing", 1, "stripe", "evt_1")
 		lookup <- err
 	}()
 	queued(3)

@@ -106,6 +106,7 @@ type Store struct {
 	looks []*op        // the writer's scratch for them
 	rw    rawWriter    // the writer's hot writes (rawwrite.go)
 	tail  tail         // the outbox's newest events, for Unpublished
+	fresh *fresh       // events with no delivery yet, for DeliveryStatus
 }
 
 // op is one write waiting for the group commit, or a delivery lookup
@@ -129,8 +130,11 @@ type op struct {
 	published []Published
 	// Set on an fn that never adds to the outbox (see tail).
 	outboxSafe bool
-	err        error
-	done       chan struct{} // capacity 1: the writer sends once the op is settled
+	// Set on an fn that never adds a delivery row or removes an event
+	// (see fresh).
+	freshSafe bool
+	err       error
+	done      chan struct{} // capacity 1: the writer sends once the op is settled
 }
 
 var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
@@ -219,6 +223,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		ckptWake:         make(chan struct{}, 1),
 		ckptStop:         make(chan struct{}),
 		ckptDone:         make(chan struct{}),
+		fresh:            newFresh(freshEvents),
 	}
 	if err := s.stmts.prepare(ctx, w); err != nil {
 		s.stmts.close()
@@ -459,6 +464,7 @@ func (s *Store) Close() error {
 		s.closed = true
 		close(s.ops)
 		s.mu.Unlock()
+		s.fresh.stop()
 		<-s.done
 		close(s.ckptStop)
 		<-s.ckptDone
@@ -476,19 +482,28 @@ func (s *Store) Close() error {
 // must not call the Store's methods (DeliveryStatus included): the writer
 // would wait for itself.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	return s.writeOp(ctx, fn, false)
+	return s.writeOp(ctx, fn, 0)
 }
 
 // writeOutboxSafe is write for an fn that never adds events to the outbox
 // (it may take them out): unlike other writes, its commit leaves the
 // in-memory tail of the outbox in use.
 func (s *Store) writeOutboxSafe(ctx context.Context, fn func(*sql.Tx) error) error {
-	return s.writeOp(ctx, fn, true)
+	return s.writeOp(ctx, fn, leavesOutbox)
 }
 
-func (s *Store) writeOp(ctx context.Context, fn func(*sql.Tx) error, outboxSafe bool) error {
+// writeFlags says what a generic write leaves alone, so that its commit
+// leaves the writer's views of it in memory in use.
+type writeFlags uint8
+
+const (
+	leavesOutbox     writeFlags = 1 << iota // adds no event to the outbox (tail)
+	leavesDeliveries                        // adds no delivery row, removes no event (fresh)
+)
+
+func (s *Store) writeOp(ctx context.Context, fn func(*sql.Tx) error, flags writeFlags) error {
 	o := getOp()
-	o.fn, o.outboxSafe = fn, outboxSafe
+	o.fn, o.outboxSafe, o.freshSafe = fn, flags&leavesOutbox != 0, flags&leavesDeliveries != 0
 	err := s.submit(ctx, o)
 	putOp(o)
 	return err
@@ -559,6 +574,7 @@ func (s *Store) writer() {
 		}
 		n := len(batch)
 		err := s.commit(batch)
+		s.fresh.committed(batch, err == nil) // before the relay may publish a claim
 		s.tail.committed(batch, err == nil)
 		for i, o := range batch {
 			if err != nil && o.err == nil {

@@ -37,7 +37,7 @@ func (s *Store) ClaimKey(ctx context.Context, scope, key, fingerprint string, tt
 	var out KeyOutcome
 	var ans StoredAnswer
 	now := time.Now()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeOp(ctx, func(tx *sql.Tx) error {
 		var fp, state string
 		var created, expires int64
 		var resp []byte
@@ -67,7 +67,7 @@ func (s *Store) ClaimKey(ctx context.Context, scope, key, fingerprint string, tt
 				status = 0, response = NULL, task_id = '', created_at = excluded.created_at, expires_at = excluded.expires_at`,
 			scope, key, fingerprint, now.UnixMilli(), now.Add(ttl).UnixMilli())
 		return err
-	})
+	}, leavesOutbox|leavesDeliveries)
 	if err != nil {
 		return 0, nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
@@ -77,10 +77,10 @@ func (s *Store) ClaimKey(ctx context.Context, scope, key, fingerprint string, tt
 // ReleaseKey forgets a claimed key whose request did not run (it may be
 // used again at once).
 func (s *Store) ReleaseKey(ctx context.Context, scope, key string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeOp(ctx, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND state = 'processing'`, scope, key)
 		return err
-	})
+	}, leavesOutbox|leavesDeliveries)
 }
 
 // CreateTask stores a task in one transaction: its event (in the outbox),
@@ -90,7 +90,7 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 	if ev.Headers == nil {
 		ev.Headers = []byte("{}")
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeOp(ctx, func(tx *sql.Tx) error {
 		dup, err := insertEvent(tx.Stmt(s.stmts.claim), tx.Stmt(s.stmts.enqueue), ev)
 		if err == nil && dup {
 			err = ErrTaskExists
@@ -111,7 +111,7 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 			return errors.New("idempotency key no longer claimed")
 		}
 		return nil
-	})
+	}, leavesDeliveries)
 }
 
 // ErrTaskExists is CreateTask's error when an event with the task's ID is
@@ -135,7 +135,7 @@ func (s *Store) TaskScope(ctx context.Context, id string) (string, error) {
 // PruneKeys deletes up to limit expired idempotency keys.
 func (s *Store) PruneKeys(ctx context.Context, now time.Time, limit int) (int, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeOp(ctx, func(tx *sql.Tx) error {
 		res, err := tx.Exec(`DELETE FROM idempotency_keys WHERE rowid IN
 			(SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`, now.UnixMilli(), limit)
 		if err != nil {
@@ -143,7 +143,7 @@ func (s *Store) PruneKeys(ctx context.Context, now time.Time, limit int) (int, e
 		}
 		n, err = res.RowsAffected()
 		return err
-	})
+	}, leavesOutbox|leavesDeliveries)
 	return int(n), err
 }
 
