@@ -7,7 +7,8 @@
 // caller is answered only after its transaction committed. Reads use a
 // separate pool of read-only connections, except the delivery engine's
 // lookup before each round, which the writer answers between two commits
-// (its page cache is the only one that survives them). A checkpointer, on
+// (its page cache is the only one that survives them), or, for an event
+// its commits just stored with no round yet, answers from memory. A checkpointer, on
 // a connection of its own, copies the WAL into the database beside the
 // writer and keeps the WAL file bounded.
 package store
