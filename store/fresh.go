@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -56,8 +57,10 @@ func (f *fresh) identity(source, eventID string) (uint64, uint64) {
 	for i, seed := range f.seeds {
 		var mh maphash.Hash
 		mh.SetSeed(seed)
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(source)))
+		mh.Write(n[:]) // length-prefixed: ("a", "b\x00c") is not ("a\x00b", "c")
 		mh.WriteString(source)
-		mh.WriteByte(0)
 		mh.WriteString(eventID)
 		h[i] = mh.Sum64()
 	}
@@ -118,6 +121,9 @@ func (f *fresh) committed(batch []*op, ok bool) {
 			id, id2 := f.identity(o.claim.Source, o.claim.ID)
 			f.ring[o.claim.Seq%int64(len(f.ring))] = freshEntry{seq: o.claim.Seq, gen: f.gen, id: id, id2: id2}
 		case o.round != nil:
+			if o.round.EventSeq <= 0 {
+				continue
+			}
 			e := &f.ring[o.round.EventSeq%int64(len(f.ring))]
 			if e.seq != o.round.EventSeq || e.gen != f.gen {
 				continue

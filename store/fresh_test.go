@@ -42,6 +42,15 @@ func TestFreshLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	look("audit", "evt_1", ErrNotFound, false) // an operator's write: the writer answers from now on
+
+	// Source and ID are told apart however their bytes split.
+	odd := &Event{Source: "a", ID: "b\x00c", Body: []byte(`{}`), ReceivedAt: time.Now()}
+	if _, err := s.Claim(ctx, odd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeliveryStatus(ctx, "billing", odd.Seq, "a\x00b", "c"); !errors.Is(err, ErrOtherEvent) {
+		t.Fatalf("DeliveryStatus of (a\\x00b, c) under (a, b\\x00c)'s seq = %v, want ErrOtherEvent", err)
+	}
 }
 
 // Whatever the writes before it, DeliveryStatus answers what the writer's

@@ -461,11 +461,11 @@ func (s *Store) Stop(context.Context) error { return s.Close() }
 // database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.fresh.stop() // first: a lookup from now on is told the store is closed
 		s.mu.Lock()
 		s.closed = true
 		close(s.ops)
 		s.mu.Unlock()
-		s.fresh.stop()
 		<-s.done
 		close(s.ckptStop)
 		<-s.ckptDone
