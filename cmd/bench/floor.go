@@ -94,7 +94,31 @@ func (s *floorStore) write() {
 	}
 }
 
-func (s *floorStore) commit(batch []*floorClaim, fresh []bool) (err error) {
+func (s *floorStore) commit(batch []*floorClaim, fresh []bool) error {
+	return s.inTx(func(tx *sql.Tx) error {
+		st, err := tx.Prepare(`INSERT INTO events (id, body, received_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING RETURNING 1`)
+		if err != nil {
+			return fmt.Errorf("floor: prepare: %w", err)
+		}
+		defer st.Close()
+		for i, c := range batch {
+			var one int
+			switch err := st.QueryRow(c.id, c.body, c.at).Scan(&one); {
+			case errors.Is(err, sql.ErrNoRows):
+				fresh[i] = false
+			case err != nil:
+				return fmt.Errorf("floor: claim: %w", err)
+			default:
+				fresh[i] = true
+			}
+		}
+		return nil
+	})
+}
+
+// inTx runs fn in one transaction: committed if fn succeeds, else rolled
+// back.
+func (s *floorStore) inTx(fn func(*sql.Tx) error) (err error) {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return fmt.Errorf("floor: begin: %w", err)
@@ -104,21 +128,8 @@ func (s *floorStore) commit(batch []*floorClaim, fresh []bool) (err error) {
 			err = errors.Join(err, tx.Rollback())
 		}
 	}()
-	st, err := tx.Prepare(`INSERT INTO events (id, body, received_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING RETURNING 1`)
-	if err != nil {
-		return fmt.Errorf("floor: prepare: %w", err)
-	}
-	defer st.Close()
-	for i, c := range batch {
-		var one int
-		switch err := st.QueryRow(c.id, c.body, c.at).Scan(&one); {
-		case errors.Is(err, sql.ErrNoRows):
-			fresh[i] = false
-		case err != nil:
-			return fmt.Errorf("floor: claim: %w", err)
-		default:
-			fresh[i] = true
-		}
+	if err := fn(tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("floor: commit: %w", err)

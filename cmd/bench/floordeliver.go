@@ -174,47 +174,37 @@ func (s *floorStore) writeDelivering() {
 
 // commitDelivering claims the batch (rowids[i] the new row's, 0 for a
 // repeat) and records the outcomes, in one transaction.
-func (s *floorStore) commitDelivering(batch []*floorClaim, rowids []int64, outs []*floorOutcome) (err error) {
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fmt.Errorf("floor: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tx.Rollback())
-		}
-	}()
-	if len(batch) > 0 {
-		ins, err := tx.Prepare(`INSERT INTO events (id, body, received_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING RETURNING rowid`)
-		if err != nil {
-			return fmt.Errorf("floor: prepare: %w", err)
-		}
-		defer ins.Close()
-		for i, c := range batch {
-			switch err := ins.QueryRow(c.id, c.body, c.at).Scan(&rowids[i]); {
-			case errors.Is(err, sql.ErrNoRows):
-				rowids[i] = 0
-			case err != nil:
-				return fmt.Errorf("floor: claim: %w", err)
+func (s *floorStore) commitDelivering(batch []*floorClaim, rowids []int64, outs []*floorOutcome) error {
+	return s.inTx(func(tx *sql.Tx) error {
+		if len(batch) > 0 {
+			ins, err := tx.Prepare(`INSERT INTO events (id, body, received_at) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING RETURNING rowid`)
+			if err != nil {
+				return fmt.Errorf("floor: prepare: %w", err)
+			}
+			defer ins.Close()
+			for i, c := range batch {
+				switch err := ins.QueryRow(c.id, c.body, c.at).Scan(&rowids[i]); {
+				case errors.Is(err, sql.ErrNoRows):
+					rowids[i] = 0
+				case err != nil:
+					return fmt.Errorf("floor: claim: %w", err)
+				}
 			}
 		}
-	}
-	if len(outs) > 0 {
-		upd, err := tx.Prepare(`UPDATE events SET delivered_at = ?, status = ? WHERE id = ?`)
-		if err != nil {
-			return fmt.Errorf("floor: prepare outcome: %w", err)
-		}
-		defer upd.Close()
-		for _, o := range outs {
-			if _, err := upd.Exec(o.at, o.status, o.id); err != nil {
-				return fmt.Errorf("floor: outcome: %w", err)
+		if len(outs) > 0 {
+			upd, err := tx.Prepare(`UPDATE events SET delivered_at = ?, status = ? WHERE id = ?`)
+			if err != nil {
+				return fmt.Errorf("floor: prepare outcome: %w", err)
+			}
+			defer upd.Close()
+			for _, o := range outs {
+				if _, err := upd.Exec(o.at, o.status, o.id); err != nil {
+					return fmt.Errorf("floor: outcome: %w", err)
+				}
 			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("floor: commit: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // dispatch queues the batch's fresh events, after their commit. It never
