@@ -23,6 +23,7 @@ func storeConfig(c config.Store) store.Config {
 		Readers:  c.Readers,
 		// Frames of 4 KiB pages.
 		WALRestartFrames: c.WALMaxMB << 8,
+		WALZeroFill:      c.WALZeroFill,
 	}
 }
 

@@ -23,8 +23,8 @@ func TestTranslate(t *testing.T) {
 		got, want any
 	}{
 		{"store",
-			storeConfig(config.Store{Path: "/d/h.db", BatchMax: 7, Readers: 3, WALMaxMB: 2}),
-			store.Config{Path: "/d/h.db", BatchMax: 7, Readers: 3, WALRestartFrames: 512}},
+			storeConfig(config.Store{Path: "/d/h.db", BatchMax: 7, Readers: 3, WALMaxMB: 2, WALZeroFill: true}),
+			store.Config{Path: "/d/h.db", BatchMax: 7, Readers: 3, WALRestartFrames: 512, WALZeroFill: true}},
 		{"nats",
 			brokerConfig(config.NATS{URL: "nats://tok@h:4222", Port: 4223, StoreDir: "/d/js",
 				SyncInterval: time.Second, SyncAlways: true, Stream: "S", DuplicateWindow: time.Minute,
@@ -89,7 +89,7 @@ func TestTranslateEveryField(t *testing.T) {
 		v      any
 		unused []string
 	}{
-		{"store", storeConfig(config.Store{Path: "p", BatchMax: 1, Readers: 1, WALMaxMB: 1}),
+		{"store", storeConfig(config.Store{Path: "p", BatchMax: 1, Readers: 1, WALMaxMB: 1, WALZeroFill: true}),
 			[]string{"OnCommit", "OnWALRestart"}},
 		{"nats", brokerConfig(config.NATS{URL: "u", Port: 1, StoreDir: "d", SyncInterval: 1, SyncAlways: true,
 			Stream: "s", DuplicateWindow: 1, Retention: "r", Replicas: 1, ConnectTimeout: 1}), []string{"Name"}},

@@ -99,7 +99,7 @@ func TestFullExample(t *testing.T) {
 			ConnectTimeout:  20 * time.Second,
 			OutboxMaxAge:    2 * time.Minute,
 		},
-		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256},
+		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256, WALZeroFill: true},
 		Sources: []Source{
 			{
 				Name: "stripe", Verify: "stripe", Secrets: Secrets{"whsec_old", "whsec_new"},

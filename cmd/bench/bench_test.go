@@ -128,7 +128,7 @@ func TestPrefill(t *testing.T) {
 // The generated config is one the gateway loads, with the store and NATS
 // settings the flags asked for.
 func TestWriteConfig(t *testing.T) {
-	o := &options{logLevel: "info", routeConcurrency: 8, batchMax: 128, walMaxMB: 64, natsSync: "always", dupWindow: "2s",
+	o := &options{logLevel: "info", routeConcurrency: 8, batchMax: 128, walMaxMB: 64, walZeroFill: true, natsSync: "always", dupWindow: "2s",
 		idExpr: `body.id + ":" + body.type`, filter: `!body.livemode && type != 'x'`}
 	path, err := writeConfig(t.TempDir(), "127.0.0.1:1", "http://127.0.0.1:2/hook", o)
 	if err != nil {
@@ -138,8 +138,8 @@ func TestWriteConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the gateway refuses the generated config: %v", err)
 	}
-	if got := [2]int{cfg.Store.BatchMax, cfg.Store.WALMaxMB}; got != [2]int{128, 64} {
-		t.Errorf("store batch_max, wal_max_mb = %v, want [128 64]", got)
+	if got := [2]int{cfg.Store.BatchMax, cfg.Store.WALMaxMB}; got != [2]int{128, 64} || !cfg.Store.WALZeroFill {
+		t.Errorf("store batch_max, wal_max_mb = %v, wal_zero_fill %v; want [128 64], true", got, cfg.Store.WALZeroFill)
 	}
 	if !cfg.NATS.SyncAlways || cfg.NATS.DuplicateWindow != 2*time.Second {
 		t.Errorf("nats sync_always, duplicate_window = %v, %v; want true, 2s", cfg.NATS.SyncAlways, cfg.NATS.DuplicateWindow)

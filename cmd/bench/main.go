@@ -64,6 +64,7 @@ import (
 type options struct {
 	duration, half, bareDuration, warmup, soak, drainTimeout, sample time.Duration
 	conns, size, routeConcurrency, batchMax, prefill, walMaxMB       int
+	walZeroFill                                                      bool
 	repeat, halfRate                                                 float64
 	logLevel, gateway, out, cpuprofile, memprofile, pprofAddr        string
 	natsSync, dupWindow, prefillCache                                string
@@ -101,6 +102,7 @@ func main() {
 	flag.IntVar(&o.routeConcurrency, "route-concurrency", 64, "routes[0].concurrency of the generated config")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "store.batch_max of the generated config (0: the gateway's default)")
 	flag.IntVar(&o.walMaxMB, "wal-max-mb", 0, "store.wal_max_mb of the generated config: the WAL size past which it restarts (0: the gateway's default)")
+	flag.BoolVar(&o.walZeroFill, "wal-zero-fill", true, "store.wal_zero_fill of the generated config: the gateway writes its WAL file once at start, so that the run meets it as a gateway does after its first wal_max_mb of writes (overwritten, not extended)")
 	flag.StringVar(&o.natsSync, "nats-sync", "", "the embedded JetStream server's fsync: a duration (nats.sync_interval) or \"always\" (nats.sync_always); empty: the gateway's default")
 	flag.StringVar(&o.dupWindow, "duplicate-window", "", "nats.duplicate_window of the generated config (empty: the gateway's default)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "log.level of the generated config")

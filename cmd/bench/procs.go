@@ -134,6 +134,9 @@ sources:
 	if o.walMaxMB > 0 {
 		st = append(st, fmt.Sprintf("wal_max_mb: %d", o.walMaxMB))
 	}
+	if o.walZeroFill {
+		st = append(st, "wal_zero_fill: true")
+	}
 	if len(st) > 0 {
 		cfg += "store:\n  " + strings.Join(st, "\n  ") + "\n"
 	}

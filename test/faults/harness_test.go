@@ -182,9 +182,13 @@ func (c gwConfig) yaml() string {
 	} else {
 		fmt.Fprintf(&b, "nats: {port: %d}\n", c.NATSPort)
 	}
+	// The WAL zero-filled, as the shipped config.yaml has it, and small,
+	// so that scenarios also run where it restarts and is overwritten.
+	b.WriteString("store: {wal_zero_fill: true, wal_max_mb: 16")
 	if c.StorePath != "" {
-		fmt.Fprintf(&b, "store: {path: %q}\n", c.StorePath)
+		fmt.Fprintf(&b, ", path: %q", c.StorePath)
 	}
+	b.WriteString("}\n")
 	fmt.Fprintf(&b, "sources:\n  - {name: stripe, verify: stripe, secrets: [%q]}\nroutes:\n", stripeSecret)
 	for _, r := range testRoutes {
 		fmt.Fprintf(&b, "  - name: %s\n    sources: [stripe]\n", r.name)
