@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,8 +24,8 @@ func TestZeroFill(t *testing.T) {
 		wantAdded      int64
 		wantFinalBytes int64
 	}{
-		{"empty to a chunk and a half", 0, fillChunk * 3 / 2, fillChunk * 3 / 2, fillChunk * 3 / 2},
-		{"partial to two chunks", 100, 2 * fillChunk, 2*fillChunk - 100, 2 * fillChunk},
+		{"empty to two pages and a half", 0, fillChunk * 5 / 2, fillChunk * 5 / 2, fillChunk * 5 / 2},
+		{"partial to 1 MiB", 100, 1 << 20, 1<<20 - 100, 1 << 20},
 		{"already that size", 4096, 4096, 0, 4096},
 		{"larger is left alone", 8192, 4096, 0, 8192},
 	}
@@ -54,6 +55,65 @@ func TestZeroFill(t *testing.T) {
 				t.Error("the fill is not zeros")
 			}
 		})
+	}
+}
+
+// storageBytes is what this process has had written to storage
+// (write_bytes in /proc/self/io: counted as pages are dirtied), or -1.
+func storageBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	_, rest, _ := strings.Cut(string(b), "\nwrite_bytes: ")
+	n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// A commit into the filled file writes what it changed, not the large
+// folios a fill in big writes would have made of the file's page cache.
+// Not parallel: write_bytes is the whole process's.
+func TestZeroFillSmallPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wal")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zeroFill(path, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := storageBytes(t)
+	if before < 0 {
+		t.Skip("no write_bytes in /proc/self/io")
+	}
+	const commits, frames = 40, 5
+	page := make([]byte, 4096)
+	off := int64(32)
+	for range commits { // as SQLite writes a commit: per frame, its header, then its page
+		for range frames {
+			if _, err := f.WriteAt(page[:24], off); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(page, off+24); err != nil {
+				t.Fatal(err)
+			}
+			off += 24 + 4096
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perCommit := (storageBytes(t) - before) / commits
+	if perCommit > 64<<10 {
+		t.Errorf("a commit of %d frames wrote %d KiB, want about %d", frames, perCommit>>10, frames*4120>>10)
 	}
 }
 
