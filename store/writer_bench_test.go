@@ -18,7 +18,13 @@ import (
 
 func openBenchStore(b *testing.B, commits, writes *atomic.Int64) *Store {
 	b.Helper()
-	s, err := Open(context.Background(), Config{Path: filepath.Join(b.TempDir(), "b.db"),
+	return openBenchStoreZeroFill(b, commits, writes, false)
+}
+
+// openBenchStoreZeroFill is openBenchStore with Config.WALZeroFill.
+func openBenchStoreZeroFill(b *testing.B, commits, writes *atomic.Int64, zeroFill bool) *Store {
+	b.Helper()
+	s, err := Open(context.Background(), Config{Path: filepath.Join(b.TempDir(), "b.db"), WALZeroFill: zeroFill,
 		OnCommit: func(n int) { commits.Add(1); writes.Add(int64(n)) }},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -29,10 +35,17 @@ func openBenchStore(b *testing.B, commits, writes *atomic.Int64) *Store {
 }
 
 // BenchmarkWriterClaim is the intake's write: 64 concurrent claims of 1 KiB
-// events, 10% of them repeats, each answered after its group commit.
-func BenchmarkWriterClaim(b *testing.B) {
+// events, 10% of them repeats, each answered after its group commit. Its
+// WAL grows as it runs, as in a new store's first WAL cycle.
+func BenchmarkWriterClaim(b *testing.B) { benchWriterClaim(b, false) }
+
+// BenchmarkWriterClaimZeroFilled is BenchmarkWriterClaim over a WAL filled
+// at Open (Config.WALZeroFill): commits overwrite it, as after a cycle.
+func BenchmarkWriterClaimZeroFilled(b *testing.B) { benchWriterClaim(b, true) }
+
+func benchWriterClaim(b *testing.B, zeroFill bool) {
 	var commits, writes atomic.Int64
-	s := openBenchStore(b, &commits, &writes)
+	s := openBenchStoreZeroFill(b, &commits, &writes, zeroFill)
 	body := make([]byte, 1024)
 	headers := []byte(`{"User-Agent":"Stripe/1.0 (+https://stripe.com/docs/webhooks)"}`)
 	var n, dups atomic.Int64
