@@ -205,14 +205,16 @@ type Store struct {
 	// writes pause long enough for the checkpointer to catch up. Smaller
 	// means more write-backs competing with commits. Default 1024.
 	WALMaxMB int `yaml:"wal_max_mb"`
-	// WALZeroFill fills the WAL file with zeros to wal_max_mb at start
-	// (once: a clean stop leaves the file in place), so that commits
-	// overwrite it instead of extending it, which makes their fsync
-	// cheaper (as PostgreSQL's wal_init_zero and wal_recycle). The file
-	// then takes wal_max_mb on disk from the first start, as it does
-	// anyway after the first sustained burst. Skipped on btrfs, ZFS and
-	// tmpfs, and undone if the disk has no room. Default false; set it in
-	// production on ext4 or XFS (the benchmark runs with it).
+	// WALZeroFill fills the WAL file with zeros at start, to wal_max_mb and
+	// an eighth (the size a restart cuts it back to), once: a clean stop
+	// leaves the file in place. Commits then overwrite it instead of
+	// extending it, which makes their fsync cheaper (as PostgreSQL's
+	// wal_init_zero and wal_recycle). The file takes that size on disk
+	// from the first start, as it does anyway after the first sustained
+	// burst; a restored database file needs its WAL deleted. Skipped on
+	// btrfs, ZFS and tmpfs, and undone if the disk has no room. Default
+	// false; set it in production on ext4 or XFS (the benchmark runs
+	// with it).
 	WALZeroFill bool `yaml:"wal_zero_fill"`
 }
 

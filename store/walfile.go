@@ -16,7 +16,7 @@ import (
 // metadata too, one that overwrites written blocks only writes its pages.
 // On ext4, 48 frames and an fsync cost 311 µs of CPU appended against
 // 175 µs overwritten (BenchmarkWriterClaim: 10.0k → 7.1k CPU ns per
-// claim). So Open fills the WAL with zeros to its restart size (zero
+// claim). So Open fills the WAL with zeros to its kept size (zero
 // frames are invalid, like a previous cycle's), Close leaves the file in
 // place for the next start, and the checkpointer asks the kernel to read
 // the part the writer will overwrite next (a frame is not a whole page of
@@ -65,18 +65,20 @@ func zeroFill(path string, size int64) (added int64, err error) {
 	return size - from, nil
 }
 
-// fillWAL zero-fills the WAL of the database at path to size, if it pays
-// there, logging what it did. It runs in Open before the writer starts, so
-// nothing writes the WAL meanwhile, and it writes only past the file's
-// end, so past every frame in it. A failure is logged, not returned: the
-// WAL works as well unfilled, only slower.
-func (s *Store) fillWAL(path string, size int64) {
-	if ok, fs := fillsPay(path); !ok {
+// fillWAL zero-fills the WAL to size, if it pays on its filesystem,
+// logging what it did. It runs in Open before the writer starts, in a
+// write transaction that it rolls back: that holds the WAL's write lock,
+// so no other process (the sqlite3 shell, say) writes the WAL meanwhile.
+// It writes only past the file's end, so past every frame in it. A
+// failure is logged, not returned: the WAL works as well unfilled, only
+// slower.
+func (s *Store) fillWAL(ctx context.Context, size int64) {
+	if ok, fs := fillsPay(s.path); !ok {
 		s.log.Info("store: the WAL is not zero-filled on this filesystem", "fs", fs)
 		return
 	}
 	start := time.Now()
-	added, err := zeroFill(path+"-wal", size)
+	added, err := s.fillLocked(ctx, size)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// No WAL yet: SQLite creates it at the first commit, which then extends it.
@@ -86,6 +88,17 @@ func (s *Store) fillWAL(path string, size int64) {
 	case added > 0:
 		s.log.Info("store: WAL zero-filled", "mb", added>>20, "took", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// fillLocked is zeroFill of the WAL inside a write transaction of the
+// writer's connection (BEGIN IMMEDIATE: the WAL's write lock), rolled back.
+func (s *Store) fillLocked(ctx context.Context, size int64) (int64, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("take the write lock: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // it wrote nothing
+	return zeroFill(s.path+"-wal", size)
 }
 
 // keepWAL prepares the writer's connection, the last one open, so that
@@ -102,6 +115,11 @@ func (s *Store) keepWAL(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// A reader of another process is not waited for long: the close goes
+	// on without keeping the file.
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", restartWait.Milliseconds())); err != nil {
+		return err
+	}
 	var busy, frames, copied int
 	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &copied); err != nil {
 		return fmt.Errorf("restart: %w", err)
