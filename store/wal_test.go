@@ -278,17 +278,7 @@ func TestLargeWALCheckpointedAtOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The files as a crash would leave them (the writer is idle).
-	crash := filepath.Join(t.TempDir(), "hookgate.db")
-	for _, suffix := range []string{"", "-wal"} {
-		b, err := os.ReadFile(path + suffix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(crash+suffix, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	crash := copyCrashed(t, path) // the writer is idle
 	var logs bytes.Buffer
 	s2, err := Open(context.Background(), Config{Path: crash}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
