@@ -71,10 +71,10 @@ type Config struct {
 	WALRestartFrames int
 	// WALZeroFill, if set, fills the WAL file with zeros at Open to the
 	// size a restart cuts it back to (once: Close leaves the file in
-	// place), so that commits
-	// overwrite it instead of extending it, which costs their fsync less
-	// (see walfile.go). Skipped on btrfs, ZFS and tmpfs; a fill that fails
-	// (no space) is logged and undone. Default false.
+	// place), so that commits overwrite it instead of extending it, which
+	// costs their fsync less (see walfile.go). Skipped on btrfs, ZFS and
+	// tmpfs; a fill that fails (no space) is logged and undone. Default
+	// false.
 	WALZeroFill bool
 	// OnWALRestart, if set, is called by the writer after each RESTART
 	// checkpoint with how long it held up writes, also one that gave up

@@ -15,12 +15,13 @@ import (
 // extends a file makes its fsync allocate blocks and write the file's
 // metadata too, one that overwrites written blocks only writes its pages.
 // On ext4, 48 frames and an fsync cost 311 µs of CPU appended against
-// 175 µs overwritten (BenchmarkWriterClaimZeroFilled: 7.1–7.8k CPU ns
-// per claim, BenchmarkWriterClaim 8.6–9.9k). So Open fills the WAL with zeros to its kept size (zero
-// frames are invalid, like a previous cycle's), Close leaves the file in
-// place for the next start, and the checkpointer asks the kernel to read
-// the part the writer will overwrite next (a frame is not a whole page of
-// the file, so overwriting an evicted one reads it first, synchronously).
+// 175 µs overwritten (BenchmarkWriterClaimZeroFilled: 7.1–7.8k CPU ns per
+// claim, BenchmarkWriterClaim 8.6–9.9k). So Open fills the WAL with zeros
+// to its kept size (zero frames are invalid, like a previous cycle's),
+// Close leaves the file in place for the next start, and the checkpointer
+// asks the kernel to read the part the writer will overwrite next (a
+// frame is not a whole page of the file, so overwriting an evicted one
+// reads it first, synchronously).
 
 // fillChunk is the size of each write of zeros: a page. The kernel sizes
 // the page cache's folios by the writes that create them (ext4 and XFS
