@@ -182,7 +182,7 @@ func (c gwConfig) yaml() string {
 	} else {
 		fmt.Fprintf(&b, "nats: {port: %d}\n", c.NATSPort)
 	}
-	// The WAL zero-filled, as the shipped config.yaml has it, and small,
+	// The WAL zero-filled, as README advises for production, and small,
 	// so that scenarios also run where it restarts and is overwritten.
 	b.WriteString("store: {wal_zero_fill: true, wal_max_mb: 16")
 	if c.StorePath != "" {
