@@ -7,6 +7,7 @@
 package gatewaytest
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -56,30 +57,60 @@ func RunNATS(t testing.TB, port int, dir string) *server.Server {
 	return srv
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// that it has not returned before in this process.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago
+// and that it has not returned before in this process. It is picked
+// outside the kernel's ephemeral range, where outgoing connections take
+// their local ports and listeners on port 0 theirs: a port from there
+// can be taken before the process it is meant for binds it (an embedded
+// NATS server lost its port so while its gateway's store started).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := portRange()
+	for range 10000 {
+		port := lo + rand.IntN(hi-lo)
+		if portsGiven[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			t.Fatal(err)
+			continue // in use
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		_ = ln.Close()
-		if !portsGiven[port] { // the kernel gives a port closed just now again
-			portsGiven[port] = true
-			return port
-		}
+		portsGiven[port] = true
+		return port
 	}
+	t.Fatalf("no free port in [%d, %d)", lo, hi)
+	return 0
 }
 
 var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{} // by FreePort, in this process
 )
+
+// portRange is where FreePort picks: [lo, hi), below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range) or else above it.
+func portRange() (lo, hi int) {
+	eLo, eHi := 32768, 60999 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if l, err1 := strconv.Atoi(f[0]); err1 == nil {
+				if h, err2 := strconv.Atoi(f[1]); err2 == nil {
+					eLo, eHi = l, h
+				}
+			}
+		}
+	}
+	switch {
+	case eLo-1024 >= 4096:
+		return max(1024, eLo-16384), eLo
+	case 65535-eHi >= 4096:
+		return eHi + 1, 65536
+	}
+	return 1024, 65536 // no room outside it: any port
+}
 
 // CPUTime is the CPU (user and system) this process has used. Benchmarks
 // report it per operation (cpu-ns/op): on a shared machine it moves less
