@@ -125,6 +125,10 @@ type publisher struct {
 	js natsjs.JetStream
 }
 
+// newPublisher connects to the cluster once the gateways' relays have
+// declared the route's consumer on the events stream (they do before their
+// first publish, beside the gateway's start): until then the interest
+// stream drops what it is sent.
 func newPublisher(t *testing.T, urls []string) *publisher {
 	nc, err := nats.Connect(strings.Join(urls, ","))
 	if err != nil {
@@ -132,6 +136,14 @@ func newPublisher(t *testing.T, urls []string) *publisher {
 	}
 	t.Cleanup(nc.Close)
 	js, _ := natsjs.New(nc)
+	gatewaytest.WaitFor(t, "route r's consumer on the events stream", 30*time.Second, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := js.Consumer(ctx, "HOOKGATE_EVENTS", "route_r"); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	return &publisher{t: t, js: js}
 }
 
