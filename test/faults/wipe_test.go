@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // Scenario 4: the embedded JetStream store (<data_dir>/jetstream) wiped
@@ -88,9 +90,14 @@ func TestJetStreamStoreRemovedWhileRunning(t *testing.T) {
 	if err := s.provider.waitIdle(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(jsDir); err != nil {
-		t.Fatal(err)
-	}
+	// The running server may write into a directory while it is being
+	// removed ("directory not empty"): remove again until it is gone.
+	gatewaytest.WaitFor(t, "the JetStream store removed", 10*time.Second, func() (bool, string) {
+		if err := os.RemoveAll(jsDir); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	s.provider.add(second...)
 	s.verify(verifyOpts{})
 	if s.runs != 1 {
