@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 func TestZeroFill(t *testing.T) {
@@ -58,22 +59,6 @@ func TestZeroFill(t *testing.T) {
 	}
 }
 
-// storageBytes is what this process has had written to storage
-// (write_bytes in /proc/self/io: counted as pages are dirtied), or -1.
-func storageBytes(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return -1
-	}
-	_, rest, _ := strings.Cut(string(b), "\nwrite_bytes: ")
-	n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
 // A commit into the filled file writes what it changed, not the large
 // folios a fill in big writes would have made of the file's page cache.
 // Not parallel: write_bytes is the whole process's.
@@ -90,7 +75,7 @@ func TestZeroFillSmallPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	before := storageBytes(t)
+	before := gatewaytest.IOCounter("write_bytes") // counted as pages are dirtied
 	if before < 0 {
 		t.Skip("no write_bytes in /proc/self/io")
 	}
@@ -111,7 +96,7 @@ func TestZeroFillSmallPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	written := storageBytes(t) - before
+	written := gatewaytest.IOCounter("write_bytes") - before
 	if written == 0 {
 		t.Skip("write_bytes does not count this filesystem's writes (tmpfs, say)")
 	}

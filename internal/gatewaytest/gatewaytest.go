@@ -124,11 +124,23 @@ func CPUTime() time.Duration {
 // BytesWritten is the number of bytes this process has passed to write
 // calls (wchar in /proc/self/io), 0 where that cannot be read.
 func BytesWritten() int64 {
+	return max(IOCounter("wchar"), 0)
+}
+
+// IOCounter is one field of /proc/self/io (wchar, write_bytes, …), or -1
+// where it cannot be read.
+func IOCounter(field string) int64 {
 	b, err := os.ReadFile("/proc/self/io")
 	if err != nil {
-		return 0
+		return -1
 	}
-	_, rest, _ := strings.Cut(string(b), "wchar: ")
-	n, _ := strconv.ParseInt(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 10, 64)
-	return n
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ": ")
+		if ok && name == field {
+			if n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
