@@ -33,13 +33,14 @@ const bodyWait = 2 * time.Second
 //   - a declared length over limit (the largest any endpoint takes) is
 //     answered 413 body_too_large as soon as the body's first bytes
 //     arrived (headerReceived), a chunked body as soon as it passes limit;
-//   - a body longer than what the server prefetched first takes its
-//     declared length (a chunked body: limit) from the budget, waiting up
-//     to bodyWait, else 503 server_busy with Retry-After; it gives it back
-//     once the handler returns;
-//   - a body with a Content-Encoding takes limit (decodeContent, next,
-//     decodes it up to limit bytes);
-//   - memory grows with the bytes that arrived, never ahead of them.
+//   - a body longer than what the server prefetched takes room in the
+//     budget as it arrives: each time its buffer grows (from
+//     prefetchBytes, doubling, never past its declared length or limit),
+//     waiting up to bodyWait for the room, else 503 server_busy with
+//     Retry-After. A sender holds at most twice what it sent, not its
+//     declared length. The room is given back once the handler returns;
+//   - a body with a Content-Encoding takes limit in all (decodeContent,
+//     next, decodes it up to limit bytes) once it has arrived whole.
 //
 // The whole request must arrive within the server's read timeout. A body
 // refused before it was read closes the connection once the answer is
@@ -68,37 +69,62 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		return refuseUnread(c, b.log, httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			"body is larger than "+strconv.Itoa(b.limit)+" bytes"))
 	}
-	weight := int64(cl)
-	switch {
-	case cl == -1 || coded: // chunked: its length is known once read; coded: once decoded
-		weight = int64(b.limit)
-	case cl <= prefetchBytes: // already read by the server
-		weight = 0
-	}
-	if weight > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), b.wait)
-		err := b.sem.Acquire(ctx, weight)
-		cancel()
-		if err != nil {
-			b.busy.Add(1)
-			c.Set(fiber.HeaderRetryAfter, "2")
-			return refuseUnread(c, b.log, httperror.New(http.StatusServiceUnavailable, "server_busy",
-				"too many request bodies in flight; retry later"))
-		}
-		b.held.Add(weight)
-		defer func() {
-			b.held.Add(-weight)
-			b.sem.Release(weight)
-		}()
-	}
+	room := &reservation{b: b}
+	defer room.release()
 	if req.IsBodyStream() {
-		body, err := readBody(req.BodyStream(), cl, b.limit)
+		body, err := readBody(req.BodyStream(), cl, b.limit, room.grow)
 		if err != nil {
-			return refuseUnread(c, b.log, bodyError(err, cl == -1, b.limit))
+			return refuseUnread(c, b.log, b.bodyError(c, err, cl == -1))
 		}
 		req.SetBodyRaw(body)
 	}
+	if coded {
+		if err := room.grow(b.limit); err != nil {
+			return refuseUnread(c, b.log, b.bodyError(c, err, false))
+		}
+	}
 	return c.Next()
+}
+
+// errBusy is a body that found no room in the budget within bodyWait.
+var errBusy = errors.New("no room for the body")
+
+// reservation is the room one request's body holds in the budget.
+type reservation struct {
+	b    *bodyBudget
+	held int64
+}
+
+// grow makes the room held at least n bytes, waiting up to bodyWait. A
+// body of at most prefetchBytes takes none: the server holds that much of
+// every request anyway.
+func (r *reservation) grow(n int) error {
+	if n <= prefetchBytes {
+		return nil
+	}
+	more := int64(n) - r.held
+	if more <= 0 {
+		return nil
+	}
+	if !r.b.sem.TryAcquire(more) {
+		ctx, cancel := context.WithTimeout(context.Background(), r.b.wait)
+		err := r.b.sem.Acquire(ctx, more)
+		cancel()
+		if err != nil {
+			return errBusy
+		}
+	}
+	r.held += more
+	r.b.held.Add(more)
+	return nil
+}
+
+func (r *reservation) release() {
+	if r.held > 0 {
+		r.b.held.Add(-r.held)
+		r.b.sem.Release(r.held)
+		r.held = 0
+	}
 }
 
 // headerReceived is the server's hook between a request's headers and its
@@ -115,22 +141,31 @@ func (b *bodyBudget) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestC
 var errBodyTooLarge = errors.New("body too large")
 
 // readBody reads r whole: cl bytes if cl >= 0, else at most limit. Its
-// buffer grows with what arrived, at most doubling, never past cl.
-func readBody(r io.Reader, cl, limit int) ([]byte, error) {
+// buffer grows with what arrived, at most doubling, never past cl; grow is
+// asked for room for each size the buffer takes before it is allocated.
+func readBody(r io.Reader, cl, limit int, grow func(int) error) ([]byte, error) {
 	most := cl
 	if cl < 0 {
-		most = limit + 1
+		most = limit
 	}
-	buf := make([]byte, 0, min(most, 64<<10))
+	size := min(most, prefetchBytes)
+	if err := grow(size); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) >= most {
 				if cl < 0 {
-					return nil, errBodyTooLarge
+					return buf, endsHere(r)
 				}
 				return buf, nil
 			}
-			nb := make([]byte, len(buf), min(2*cap(buf), most))
+			size := min(2*cap(buf), most)
+			if err := grow(size); err != nil {
+				return nil, err
+			}
+			nb := make([]byte, len(buf), size)
 			copy(nb, buf)
 			buf = nb
 		}
@@ -139,9 +174,6 @@ func readBody(r io.Reader, cl, limit int) ([]byte, error) {
 		if errors.Is(err, io.EOF) {
 			if cl >= 0 && len(buf) < cl {
 				return nil, io.ErrUnexpectedEOF
-			}
-			if cl < 0 && len(buf) > limit {
-				return nil, errBodyTooLarge
 			}
 			return buf, nil
 		}
@@ -154,11 +186,34 @@ func readBody(r io.Reader, cl, limit int) ([]byte, error) {
 	}
 }
 
-// bodyError is the answer to a body that could not be read.
-func bodyError(err error, chunked bool, limit int) *httperror.Error {
+// endsHere is nil if r has nothing more, errBodyTooLarge if it has.
+func endsHere(r io.Reader) error {
+	var probe [1]byte
+	for {
+		n, err := r.Read(probe[:])
+		switch {
+		case n > 0:
+			return errBodyTooLarge
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// bodyError is the answer to a body that could not be read, or found no
+// room.
+func (b *bodyBudget) bodyError(c *fiber.Ctx, err error, chunked bool) *httperror.Error {
+	if errors.Is(err, errBusy) {
+		b.busy.Add(1)
+		c.Set(fiber.HeaderRetryAfter, "2")
+		return httperror.New(http.StatusServiceUnavailable, "server_busy",
+			"too many request bodies in flight; retry later")
+	}
 	if errors.Is(err, errBodyTooLarge) {
 		return httperror.New(http.StatusRequestEntityTooLarge, "body_too_large",
-			"body is larger than "+strconv.Itoa(limit)+" bytes")
+			"body is larger than "+strconv.Itoa(b.limit)+" bytes")
 	}
 	e := httperror.Classify(err)
 	if chunked && e.Code == "bad_request" && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

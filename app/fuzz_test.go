@@ -62,8 +62,9 @@ func FuzzDecodeBody(f *testing.F) {
 	})
 }
 
-// readBody returns exactly the declared length or an error, and never more
-// than the limit of a body of unknown length, whatever the reads look like.
+// readBody returns exactly the declared length or an error, never more
+// than the limit of a body of unknown length, and asks the budget for at
+// most twice what arrived, whatever the reads look like.
 func FuzzReadBody(f *testing.F) {
 	f.Add([]byte("hello"), 5, false)
 	f.Add([]byte("hello"), 10, true)
@@ -81,7 +82,15 @@ func FuzzReadBody(f *testing.F) {
 		if cl >= 0 {
 			r = io.LimitReader(r, int64(cl)) // the stream ends at the declared length
 		}
-		out, err := readBody(r, cl, limit)
+		asked := 0
+		out, err := readBody(r, cl, limit, func(n int) error { asked = max(asked, n); return nil })
+		avail := len(data)
+		if cl >= 0 {
+			avail = min(avail, cl)
+		}
+		if asked > max(prefetchBytes, 2*avail) || asked > max(cl, limit) {
+			t.Fatalf("cl %d, %d bytes available: asked the budget for %d", cl, avail, asked)
+		}
 		switch {
 		case err != nil:
 			if cl >= 0 && len(data) >= cl {

@@ -131,7 +131,7 @@ func TestConflictingContentLength(t *testing.T) {
 func TestBodyBudget(t *testing.T) {
 	a := startApp(t, testConfig(t, fmt.Sprintf("api: {tokens: [%q]}\nhttp: {body_memory: 2097152}\ntasks: {max_body: 65536}\n", apiToken)))
 	head := "POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nStripe-Signature: t=1,v1=00\r\nContent-Length: 1048576\r\n\r\n"
-	part := strings.Repeat("x", 16<<10) // past what the server prefetches
+	part := strings.Repeat("x", 600<<10) // past half: its buffer is the whole 1 MiB
 	var holders []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", a.Addr())
@@ -221,6 +221,52 @@ func TestBodyBudget(t *testing.T) {
 		"\r\nTransfer-Encoding: chunked\r\n\r\n"+fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(b), b))
 	if resp.StatusCode != 200 {
 		t.Errorf("chunked within the limit: %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// A body takes room in the budget as it arrives, not for what it declares:
+// senders that trickle (here 40 chunked bodies of 9,000 bytes so far, to
+// no endpoint) hold 16 KiB each, and a signed 20 KB webhook still finds
+// room in a budget of 1 MiB. Taking the limit up front, the first one
+// would have held the whole budget.
+func TestBodyBudgetHeldAsBodiesArrive(t *testing.T) {
+	a := startApp(t, testConfig(t, "http: {body_memory: 1048576}\n"))
+	const senders, sent = 40, 9000
+	for range senders {
+		c, err := net.Dial("tcp", a.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, "POST /webhooks/nope HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
+			sent, strings.Repeat("a", sent)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := fmt.Sprintf("hookgate_http_body_bytes_held %d\n", senders*16<<10)
+	waitFor(t, "every sender's 16 KiB held", func() (bool, string) {
+		resp, err := http.Get("http://" + a.Addr() + "/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		i := strings.Index(string(m), "\nhookgate_http_body_bytes_held ")
+		return strings.Contains(string(m), want), string(m)[i:i+60]
+	})
+	body := fmt.Appendf(nil, `{"id":"evt_beside_tricklers","object":"event","type":"invoice.paid","pad":%q}`, strings.Repeat("p", 20000))
+	p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
+	req.Header.Set("Stripe-Signature", p.Header)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a signed 20 KB webhook beside %d senders that trickle: %d %s, want 200", senders, resp.StatusCode, got)
 	}
 }
 

@@ -76,10 +76,10 @@ type HTTP struct {
 	// request. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// BodyMemory is the most bytes of request bodies held at once, counted
-	// by each body's declared length (a chunked body counts as the largest
-	// max_body) before it is read. A body that finds no room within 2s is
-	// answered 503 server_busy with Retry-After. Must be at least every
-	// max_body. Default 67108864 (64 MiB).
+	// as they arrive (each time a body's buffer grows), never by a declared
+	// length. A body that finds no room within 2s is answered 503
+	// server_busy with Retry-After. Must be at least every max_body.
+	// Default 67108864 (64 MiB).
 	BodyMemory int `yaml:"body_memory"`
 }
 
