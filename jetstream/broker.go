@@ -62,6 +62,10 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Name is the client connection name. Default "hookgate".
 	Name string
+	// RetireAfter is how long, on an external NATS, a route consumer this
+	// gateway no longer declares is kept once nobody pulls from it.
+	// Default RetireAfter (an hour).
+	RetireAfter time.Duration
 }
 
 // Broker is a NATS connection with JetStream, and the embedded server behind
@@ -105,6 +109,9 @@ func New(cfg Config, log *slog.Logger) *Broker {
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = "HOOKGATE_EVENTS"
+	}
+	if cfg.RetireAfter <= 0 {
+		cfg.RetireAfter = RetireAfter
 	}
 	if cfg.DuplicateWindow <= 0 {
 		cfg.DuplicateWindow = 20 * time.Second

@@ -19,8 +19,9 @@ type ConsumerSet struct {
 	Consumers []natsjs.ConsumerConfig
 	// Owned names the consumers that belong to the owner, a trailing '*'
 	// matching any rest. One owned but no longer declared (a removed
-	// route's) is deleted: in an interest stream it would hold every
-	// message it takes.
+	// route's) is deleted (with an external NATS: once nobody pulls from
+	// it, see retire): in an interest stream it would hold every message
+	// it takes.
 	Owned []string
 }
 
@@ -78,11 +79,49 @@ func (b *Broker) EnsureTopology(ctx context.Context) error {
 		return fmt.Errorf("list consumers: %w", err)
 	}
 	for _, name := range stale {
+		if b.srv == nil {
+			if err := b.retire(ctx, stream, name); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := stream.DeleteConsumer(ctx, name); err != nil {
 			return fmt.Errorf("delete consumer %s of a removed route: %w", name, err)
 		}
 		b.log.Info("deleted the consumer of a route no longer configured", "consumer", name)
 	}
+	return nil
+}
+
+// RetireAfter is how long a consumer no longer declared here is kept on an
+// external NATS's stream once nobody pulls from it.
+const RetireAfter = time.Hour
+
+// retire hands an owned consumer this gateway no longer declares to the
+// server's inactivity threshold (Config.RetireAfter) instead of deleting
+// it: on an external NATS another gateway may still run a configuration
+// that has the route (a rolling change), and deleting its consumer would
+// drop from the interest stream every message only that route wanted. A
+// gateway that pulls from it keeps it; one that declares it again clears
+// the threshold (EnsureConsumer).
+func (b *Broker) retire(ctx context.Context, stream natsjs.Stream, name string) error {
+	cons, err := stream.Consumer(ctx, name)
+	if errors.Is(err, natsjs.ErrConsumerNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consumer %s of a removed route: %w", name, err)
+	}
+	cc := cons.CachedInfo().Config
+	if cc.InactiveThreshold > 0 && cc.InactiveThreshold <= b.cfg.RetireAfter {
+		return nil
+	}
+	cc.InactiveThreshold = b.cfg.RetireAfter
+	if _, err := stream.UpdateConsumer(ctx, cc); err != nil {
+		return fmt.Errorf("retire consumer %s of a removed route: %w", name, err)
+	}
+	b.log.Info("a route is no longer configured here; its consumer goes once no gateway has pulled from it for a while",
+		"consumer", name, "after", b.cfg.RetireAfter)
 	return nil
 }
 

@@ -2,11 +2,14 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 func consumerNames(t *testing.T, b *Broker) []string {
@@ -103,4 +106,78 @@ func TestBrokerLifecycle(t *testing.T) {
 	if b.Conn().IsConnected() {
 		t.Fatal("connected after Stop")
 	}
+}
+
+// On an external NATS, a route consumer this gateway no longer declares
+// is handed to the server's inactivity threshold, not deleted: another
+// gateway may still run the configuration that has the route, and the
+// messages only it wants stay for it. Declared again, the threshold is
+// cleared; pulled by nobody, the server deletes it.
+func TestEnsureTopologyRetiresOnSharedStream(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	connect := func(retire time.Duration) *Broker {
+		b, err := Connect(ctx, Config{URL: srv.ClientURL(), RetireAfter: retire}, quietLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		return b
+	}
+	durable := func(name string) natsjs.ConsumerConfig {
+		return natsjs.ConsumerConfig{Durable: name, AckPolicy: natsjs.AckExplicitPolicy, AckWait: time.Minute,
+			FilterSubject: SubjectPrefix + "." + name + ".>"}
+	}
+	owned := []string{"route_*", "tasks"}
+	newer, older := connect(time.Hour), connect(2*time.Second)
+	newer.Declare(ConsumerSet{Consumers: []natsjs.ConsumerConfig{durable("route_a"), durable("route_b")}, Owned: owned})
+	older.Declare(ConsumerSet{Consumers: []natsjs.ConsumerConfig{durable("route_a")}, Owned: owned})
+	if err := newer.EnsureTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newer.JetStream().Publish(ctx, SubjectPrefix+".route_b.x", []byte("only route_b wants it")); err != nil {
+		t.Fatal(err)
+	}
+
+	threshold := func() time.Duration {
+		c, err := newer.JetStream().Consumer(ctx, newer.Stream(), "route_b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.CachedInfo().Config.InactiveThreshold
+	}
+	if err := older.EnsureTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumerNames(t, older); !slices.Equal(got, []string{"route_a", "route_b"}) {
+		t.Fatalf("consumers after the older configuration's EnsureTopology = %v, want route_b kept", got)
+	}
+	if got := threshold(); got != 2*time.Second {
+		t.Fatalf("route_b's inactivity threshold = %v, want 2s", got)
+	}
+	if err := newer.EnsureTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := threshold(); got != 0 {
+		t.Fatalf("route_b declared again: inactivity threshold %v, want none", got)
+	}
+	c, err := newer.JetStream().Consumer(ctx, newer.Stream(), "route_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := c.Next(natsjs.FetchMaxWait(5 * time.Second))
+	if err != nil || string(msg.Data()) != "only route_b wants it" {
+		t.Fatalf("route_b's message: %v %v, want it still there", msg, err)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := older.EnsureTopology(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.WaitFor(t, "route_b deleted by the server once nobody pulls", 30*time.Second, func() (bool, string) {
+		got := consumerNames(t, older)
+		return slices.Equal(got, []string{"route_a"}), fmt.Sprint(got)
+	})
 }
