@@ -546,7 +546,13 @@ func parseHeaders(headers map[string]string) (map[string]string, *httperror.Erro
 	}
 	out := make(map[string]string, len(headers))
 	for k, v := range headers {
-		out[http.CanonicalHeaderKey(k)] = v
+		ck := http.CanonicalHeaderKey(k)
+		if _, twice := out[ck]; twice {
+			// Which value won would follow Go's map order: the request's
+			// fingerprint, and what is sent, would change between tries.
+			return nil, invalid("invalid_header", "header %q is given twice (names are case-insensitive)", ck)
+		}
+		out[ck] = v
 	}
 	return out, nil
 }

@@ -187,6 +187,7 @@ func TestAnswers(t *testing.T) {
 		{"bad header name", token, "k1", `{"url":"http://public.test/","headers":{"a b":"c"}}`, 422, "invalid_header"},
 		{"header with newline", token, "k1", `{"url":"http://public.test/","headers":{"X-A":"b\r\nX-Evil: 1"}}`, 422, "invalid_header"},
 		{"reserved header", token, "k1", `{"url":"http://public.test/","headers":{"Host":"x"}}`, 422, "invalid_header"},
+		{"header twice by case", token, "k1", `{"url":"http://public.test/","headers":{"x-a":"1","X-A":"2"}}`, 422, "invalid_header"},
 		{"both bodies", token, "k1", `{"url":"http://public.test/","body":1,"body_base64":"AA=="}`, 422, "invalid_task"},
 		{"bad base64", token, "k1", `{"url":"http://public.test/","body_base64":"!!"}`, 422, "invalid_task"},
 		{"loopback", token, "k1", `{"url":"http://127.0.0.2/"}`, 422, "destination_not_allowed"},
