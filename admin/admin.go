@@ -378,6 +378,8 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 		return httperror.New(http.StatusConflict, "already_succeeded", "the delivery already succeeded")
 	case errors.Is(err, outbound.ErrUnknownRoute):
 		return httperror.New(http.StatusConflict, "route_removed", err.Error())
+	case errors.Is(err, outbound.ErrRoundQueued), errors.Is(err, outbound.ErrBusy):
+		return manualRefused(c, err)
 	case errors.Is(err, outbound.ErrNotRunning):
 		return httperror.New(http.StatusServiceUnavailable, "unavailable", "deliveries are stopping")
 	case err != nil:
@@ -385,6 +387,17 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	}
 	h.log.Info("delivery retried", "delivery_id", d.UID, "route", d.Route, "event_id", d.EventID)
 	return c.Status(http.StatusAccepted).JSON(d)
+}
+
+// manualRefused answers a retry or replay the engine would not queue:
+// 409 round_queued (one is queued for the delivery already), 503 busy
+// (too many are).
+func manualRefused(c *fiber.Ctx, err error) error {
+	if errors.Is(err, outbound.ErrRoundQueued) {
+		return httperror.New(http.StatusConflict, "round_queued", "a retry or replay of this delivery is queued or running already")
+	}
+	c.Set(fiber.HeaderRetryAfter, "5")
+	return httperror.New(http.StatusServiceUnavailable, "busy", "too many retries and replays queued; retry later")
 }
 
 func intParam(c *fiber.Ctx, name string, def int) (int, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -213,5 +214,54 @@ func TestRetryAfterConcurrentSuccessSendsNothing(t *testing.T) {
 	g.Stop(context.Background()) // waits for the operator's round
 	if n := len(ds.requests()); n != 2 {
 		t.Fatalf("downstream got %d requests, want 2 (the operator's retry came after the success)", n)
+	}
+}
+
+// An operator's round of a delivery is queued once: while one waits or
+// runs, another retry or a replay is answered 409 round_queued and sends
+// nothing; once it is over, a retry is taken again.
+func TestRetryQueuedOnce(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		if n == 2 { // after the two automatic rounds
+			<-release // the first operator's round is held
+		}
+		w.WriteHeader(500)
+		return 500
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [10ms]")))
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	g.send(t, "evt_flood", "invoice.paid")
+	d := g.waitState(t, "r", "stripe", "evt_flood", store.StateDead)
+	retry := "/v1/deliveries/" + d.UID + "/retry"
+	if code, body := g.api(t, http.MethodPost, retry, apiToken); code != 202 {
+		t.Fatalf("first retry answered %d %s, want 202", code, body)
+	}
+	waitFor(t, "the operator's round held", func() (bool, string) {
+		return ds.inflight.Load() == 1, fmt.Sprintf("%d in flight", ds.inflight.Load())
+	})
+	for range 50 {
+		if code, body := g.api(t, http.MethodPost, retry, apiToken); code != 409 || !strings.Contains(body, `"round_queued"`) {
+			t.Fatalf("retry while one is queued answered %d %s, want 409 round_queued", code, body)
+		}
+	}
+	if code, body := g.api(t, http.MethodPost, "/v1/events/stripe/evt_flood/replay", apiToken); code != 409 || !strings.Contains(body, `"round_queued"`) {
+		t.Fatalf("replay while a retry is queued answered %d %s, want 409 round_queued", code, body)
+	}
+	close(release)
+	g.waitState(t, "r", "stripe", "evt_flood", store.StateDead)
+	waitFor(t, "a retry taken again", func() (bool, string) {
+		code, body := g.api(t, http.MethodPost, retry, apiToken)
+		return code == 202, fmt.Sprintf("%d %s", code, body)
+	})
+	g.Stop(context.Background()) // waits for the operator's rounds
+	if n := len(ds.requests()); n != 4 {
+		t.Fatalf("downstream got %d requests, want 4 (two automatic rounds, two operator's rounds)", n)
 	}
 }

@@ -127,7 +127,14 @@ type Engine struct {
 	pullers  sync.WaitGroup
 	inflight sync.WaitGroup
 	started  bool
+	// manual holds the deliveries with an operator's round (a retry or
+	// a replay) queued or running: one each, MaxManualRounds in all.
+	manual map[DeliveryKey]bool
 }
+
+// MaxManualRounds is the most operators' rounds (retries and replays)
+// queued or running at once; past it they are refused with ErrBusy.
+const MaxManualRounds = 1024
 
 // New builds the engine for the configured routes.
 func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Logger) (*Engine, error) {
@@ -289,8 +296,9 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 
 // Retry runs a round of a delivery now, in the background, with the same
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
-// A delivery that succeeded is not sent again. id is the delivery's API ID
-// (store.DeliveryUID).
+// A delivery that succeeded is not sent again (ErrSucceeded); one with an
+// operator's round queued already is not queued twice (ErrRoundQueued).
+// id is the delivery's API ID (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
 	return e.retry(ctx, id, nil)
 }
@@ -313,10 +321,17 @@ func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Deli
 	if err != nil {
 		return d, err
 	}
+	if _, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body); !ok {
+		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	}
+	env := identity(ev)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil {
 		return d, ErrNotRunning
+	}
+	if err := e.manualRoom(env.key(r)); err != nil {
+		return d, err
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
 		NextAttemptAt: d.NextAttemptAt}
@@ -324,31 +339,74 @@ func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Deli
 		return d, err
 	}
 	d.State = store.StatePending
-	env, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
-	if !ok {
-		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	e.startManual(r, env, orig, false, done)
+	return d, nil
+}
+
+// identity is ev without its body: what an operator's round holds while
+// it waits (manualRound reads the event again once it runs).
+func identity(ev *store.Event) envelope {
+	return envelope{seq: ev.Seq, source: ev.Source, id: ev.ID, typ: ev.Type}
+}
+
+// manualRoom is nil if an operator's round of k may be queued: none is
+// for k already (ErrRoundQueued), and fewer than MaxManualRounds in all
+// (ErrBusy). Called with e.mu held.
+func (e *Engine) manualRoom(k DeliveryKey) error {
+	switch {
+	case e.manual[k]:
+		return ErrRoundQueued
+	case len(e.manual) >= MaxManualRounds:
+		return ErrBusy
 	}
+	return nil
+}
+
+// startManual queues an operator's round of ev on r (manualRound); done,
+// when not nil, is called once it is over. Called with e.mu held, after
+// manualRoom.
+func (e *Engine) startManual(r *route, ev envelope, prev store.DeliveryStatus, resend bool, done func()) {
+	k := ev.key(r)
+	if e.manual == nil {
+		e.manual = map[DeliveryKey]bool{}
+	}
+	e.manual[k] = true
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
 		if done != nil {
 			defer done()
 		}
-		e.manualRound(r, env, orig, false)
+		defer func() {
+			e.mu.Lock()
+			delete(e.manual, k)
+			e.mu.Unlock()
+		}()
+		e.manualRound(r, ev, prev, resend)
 	}()
-	return d, nil
 }
 
 // manualRound runs an operator's round once no other round of the event
-// runs on r (waiting for it), unless the engine stops first. If a round
-// was recorded while it waited, it goes on from that record; a retry
-// (resend false) of a delivery that has now succeeded is not sent.
-func (e *Engine) manualRound(r *route, ev envelope, prev store.DeliveryStatus, resend bool) {
-	k := ev.key(r)
+// runs on r (waiting for it), unless the engine stops first. It reads the
+// event (ev is its identity) once it runs. If a round was recorded while
+// it waited, it goes on from that record; a retry (resend false) of a
+// delivery that has now succeeded is not sent.
+func (e *Engine) manualRound(r *route, id envelope, prev store.DeliveryStatus, resend bool) {
+	k := id.key(r)
 	if !e.state.Claim(e.roundCtx, k) {
 		return
 	}
 	defer e.state.Release(k)
+	stored, err := e.retrys.EventBySeq(e.roundCtx, id.seq)
+	if err != nil {
+		e.log.Warn("operator round skipped: event unavailable", "route", r.cfg.Name,
+			"source", id.source, "event_id", id.id, "err", err)
+		return
+	}
+	ev, ok := envelopeOf(stored.Seq, stored.Source, stored.ID, stored.Type, stored.ContentType, stored.Body)
+	if !ok {
+		return
+	}
 	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -376,4 +434,9 @@ var (
 	ErrSucceeded    = errors.New("delivery already succeeded")
 	ErrUnknownRoute = errors.New("route no longer configured")
 	ErrNotRunning   = errors.New("delivery engine is not running")
+	// ErrRoundQueued: an operator's round of the delivery is queued or
+	// running already (Retry, Replay).
+	ErrRoundQueued = errors.New("a retry or replay of this delivery is already queued")
+	// ErrBusy: MaxManualRounds operators' rounds are queued or running.
+	ErrBusy = errors.New("too many retries and replays queued")
 )

@@ -26,16 +26,17 @@ type replayStore interface {
 // for an operator retry; a delivery that already succeeded is sent again.
 // A failed replay round leaves the delivery's state and schedule as they
 // were (a new delivery stays pending for its route's consumer). It returns
-// the deliveries as reset.
+// the deliveries as reset. A delivery with an operator's round queued
+// already makes it ErrRoundQueued, with nothing reset.
 func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) ([]*store.Delivery, error) {
 	ev, err := e.replay.GetEvent(ctx, source, eventID)
 	if err != nil {
 		return nil, err
 	}
-	env, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body)
-	if !ok {
+	if _, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body); !ok {
 		return nil, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
+	env := identity(ev)
 	targets, err := e.replayTargets(ev, routeName)
 	if err != nil {
 		return nil, err
@@ -44,6 +45,14 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	defer e.mu.Unlock()
 	if e.abort == nil {
 		return nil, ErrNotRunning
+	}
+	for i, r := range targets {
+		if err := e.manualRoom(env.key(r)); err != nil {
+			return nil, err
+		}
+		if len(e.manual)+i >= MaxManualRounds {
+			return nil, ErrBusy
+		}
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for _, r := range targets {
@@ -57,11 +66,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 			return out, err
 		}
 		out = append(out, d)
-		e.inflight.Add(1)
-		go func() {
-			defer e.inflight.Done()
-			e.manualRound(r, env, prev, true)
-		}()
+		e.startManual(r, env, prev, true, nil)
 	}
 	return out, nil
 }
