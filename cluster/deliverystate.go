@@ -688,13 +688,16 @@ func copyAttempts(attempts []store.Attempt) []store.Attempt {
 }
 
 // write updates key to rec over revision rev, trying again for Wait while
-// the bucket cannot be reached.
+// the bucket cannot be reached. A revision mismatch after a try that
+// failed without an answer may be that try's own write, committed: an
+// entry past rev that is rec stands as this write (as in release).
 func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev uint64) (uint64, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0, err
 	}
 	deadline := s.now().Add(s.cfg.Wait)
+	unanswered := false
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 		var kv natsjs.KeyValue
@@ -707,10 +710,16 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 		case err == nil:
 			return next, nil
 		case errors.Is(err, natsjs.ErrKeyRevisionMismatch):
+			if unanswered {
+				if cur, crev, found, gerr := s.get(ctx, key); gerr == nil && found && crev > rev && cur == rec {
+					return crev, nil
+				}
+			}
 			return 0, ErrFenced
 		case s.now().After(deadline) || !sleep(ctx, claimPoll):
 			return 0, fmt.Errorf("cluster: write delivery state: %w", err)
 		}
+		unanswered = true
 	}
 }
 

@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// lostAnswerKV commits the next Update, then answers as if the answer was
+// lost (a timeout), as when a connection drops after the server wrote.
+type lostAnswerKV struct {
+	natsjs.KeyValue
+	armed bool
+}
+
+func (k *lostAnswerKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if k.armed {
+		k.armed = false
+		if _, err := k.KeyValue.Update(ctx, key, value, rev); err != nil {
+			return 0, err
+		}
+		return 0, context.DeadlineExceeded
+	}
+	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+// A round's outcome whose write was committed but whose answer was lost
+// is the round's own when the next try meets it: the round is recorded
+// with its version and its record goes to the other gateways, not taken
+// as fenced by another gateway's write.
+func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := NewDeliveryState(func() natsjs.JetStream { return js }, st,
+		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
+	if err := s.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv := &lostAnswerKV{KeyValue: s.kv}
+	s.kv = kv
+	seq, _, err := st.AdoptEvent(ctx, &store.Event{Source: "s", ID: "e1", Type: "t", Body: []byte("{}")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1", Fresh: true}
+	if !s.TryClaim(ctx, k) {
+		t.Fatal("no claim")
+	}
+	kv.armed = true
+	d := &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
+		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateSucceeded, LastStatus: 200}
+	if err := s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
+		t.Fatalf("Record = %v, want nil: the write that met a mismatch was the round's own", err)
+	}
+	s.Release(k)
+	if n, err := st.CountRecordsOut(ctx); err != nil || n != 1 {
+		t.Fatalf("records waiting for the other gateways = %d, %v; want the round's 1", n, err)
+	}
+	got, err := st.DeliveryStatus(ctx, "r", seq, "s", "e1")
+	if err != nil || got.State != store.StateSucceeded || got.Attempts != 1 {
+		t.Fatalf("the store's delivery = %+v, %v; want succeeded after 1 attempt", got, err)
+	}
+}
