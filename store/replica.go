@@ -160,11 +160,9 @@ func applyEvent(tx *sql.Tx, e *EventRecord) error {
 		if err != nil {
 			return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
 		}
-		// Deliveries applied before their event (kept under -id).
-		if _, err := tx.Exec(`UPDATE deliveries SET event_seq = ? WHERE event_seq < 0 AND source = ? AND event_id = ?`,
-			seq, e.Source, e.ID); err != nil {
-			return fmt.Errorf("event record %s/%s: link deliveries: %w", e.Source, e.ID, err)
-		}
+	}
+	if err := linkDeliveries(tx, seq, e.Source, e.ID); err != nil {
+		return fmt.Errorf("event record %s/%s: link deliveries: %w", e.Source, e.ID, err)
 	}
 	if _, err := tx.Exec(`INSERT INTO replica_events (seq, origin) VALUES (?, ?)
 		ON CONFLICT (seq) DO UPDATE SET origin = excluded.origin`, seq, e.Origin); err != nil {
@@ -179,10 +177,82 @@ func applyEvent(tx *sql.Tx, e *EventRecord) error {
 	return nil
 }
 
+// linkDeliveries moves the deliveries of (source, id) applied before
+// the event was known here (kept under a negative event_seq) to the
+// event's seq. The event may have come here another way first (adopted
+// from the stream, or a sender's copy), and a round run here may have
+// made the route's row meanwhile: the two rows are then one, the newer
+// version's state with the attempts of both.
+func linkDeliveries(tx *sql.Tx, seq int64, source, id string) error {
+	type orphan struct {
+		id      int64
+		route   string
+		version int64
+	}
+	rows, err := tx.Query(`SELECT id, route, version FROM deliveries WHERE event_seq < 0 AND source = ? AND event_id = ?`,
+		source, id)
+	if err != nil {
+		return err
+	}
+	var orphans []orphan
+	for rows.Next() {
+		var o orphan
+		if err := rows.Scan(&o.id, &o.route, &o.version); err != nil {
+			rows.Close()
+			return err
+		}
+		orphans = append(orphans, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, o := range orphans {
+		var keep, version int64
+		err := tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq = ? AND route = ?`, seq, o.route).Scan(&keep, &version)
+		if errors.Is(err, sql.ErrNoRows) {
+			if _, err := tx.Exec(`UPDATE deliveries SET event_seq = ? WHERE id = ?`, seq, o.id); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status, error, response)
+			SELECT ?, attempt, started_at, duration_ms, status, error, response FROM attempts WHERE delivery_id = ?
+			ON CONFLICT (delivery_id, attempt) DO NOTHING`, keep, o.id); err != nil {
+			return err
+		}
+		if o.version > version {
+			if _, err := tx.Exec(`UPDATE deliveries SET (state, attempts, rounds, last_status, last_error, next_attempt_at,
+					updated_at, version) = (SELECT state, attempts, rounds, last_status, last_error, next_attempt_at,
+					updated_at, version FROM deliveries WHERE id = ?),
+				created_at = min(created_at, (SELECT created_at FROM deliveries WHERE id = ?)) WHERE id = ?`,
+				o.id, o.id, keep); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(`DELETE FROM attempts WHERE delivery_id = ?`, o.id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`DELETE FROM deliveries WHERE id = ?`, o.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func applyRound(tx *sql.Tx, r *RoundRecord) error {
 	seq, known, err := eventSeq(tx, r.Source, r.EventID)
 	if err != nil {
 		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	}
+	if known {
+		// The event may have come here since a round was kept under -id.
+		if err := linkDeliveries(tx, seq, r.Source, r.EventID); err != nil {
+			return fmt.Errorf("round record %s %s/%s: link deliveries: %w", r.Route, r.Source, r.EventID, err)
+		}
 	}
 	var id, version int64
 	if known {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -283,5 +284,90 @@ func TestRecordClusterRoundAfterNewerRecord(t *testing.T) {
 	}
 	if at, _ := s.Attempts(ctx, got.ID); len(at) != 2 {
 		t.Fatalf("attempts %+v: want both rounds'", at)
+	}
+}
+
+// A round applied before its event is linked to the event however the
+// event came here first (adopted from the stream, or a sender's copy at
+// intake): when the event's record comes, or when a later round does.
+// A round run here meanwhile made the route's row too: the two become
+// one, the newer version's state with the attempts of both.
+func TestRoundBeforeEventLinked(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		store func(*testing.T, *Store, *Event)
+		then  func(*testing.T, *Store, *Event) // after the event is stored here
+		want  string                            // state
+		tries []int                             // attempt numbers
+	}{
+		{"adopted, then the event's record", adopt, applyEventRecord, StateRetrying, []int{1}},
+		{"a sender's copy, then the event's record", claim, applyEventRecord, StateRetrying, []int{1}},
+		{"adopted, then a newer round", adopt, func(t *testing.T, s *Store, _ *Event) {
+			if err := s.ApplyRecords(ctx, []Record{{Round: roundRec(StateSucceeded, 6, 2, 200)}}, 3); err != nil {
+				t.Fatal(err)
+			}
+		}, StateSucceeded, []int{1, 2}},
+		{"adopted, a round here, then the event's record", adopt, func(t *testing.T, s *Store, ev *Event) {
+			d := &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1", IdempotencyKey: "hg_k",
+				State: StateSucceeded, Rounds: 1, LastStatus: 200}
+			c := ClusterRound{Origin: "gw1", FirstAttempt: 2, Attempts: 2, Version: 7}
+			if err := s.RecordClusterRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 200}}, c); err != nil {
+				t.Fatal(err)
+			}
+			applyEventRecord(t, s, ev)
+		}, StateSucceeded, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, "")
+			if err := s.ApplyRecords(ctx, []Record{{Round: roundRec(StateRetrying, 5, 1, 500)}}, 1); err != nil {
+				t.Fatal(err)
+			}
+			ev := &Event{Source: "stripe", ID: "evt_1", Type: "invoice.paid", Body: []byte(`{"id":"evt_1"}`)}
+			tc.store(t, s, ev)
+			tc.then(t, s, ev)
+			all, err := s.ListDeliveries(ctx, DeliveryFilter{})
+			if err != nil || len(all) != 1 {
+				t.Fatalf("deliveries %+v, %v; want one", all, err)
+			}
+			d := all[0]
+			if d.EventSeq != ev.Seq || d.State != tc.want {
+				t.Fatalf("delivery under seq %d, %s; want under the event's seq %d, %s", d.EventSeq, d.State, ev.Seq, tc.want)
+			}
+			got, err := s.Attempts(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tries []int
+			for _, a := range got {
+				tries = append(tries, a.Attempt)
+			}
+			if !slices.Equal(tries, tc.tries) {
+				t.Fatalf("attempts %v, want %v", tries, tc.tries)
+			}
+		})
+	}
+}
+
+func adopt(t *testing.T, s *Store, ev *Event) {
+	t.Helper()
+	seq, _, err := s.AdoptEvent(context.Background(), ev, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Seq = seq
+}
+
+func claim(t *testing.T, s *Store, ev *Event) {
+	t.Helper()
+	if dup, err := s.Claim(context.Background(), ev); err != nil || dup {
+		t.Fatal(dup, err)
+	}
+}
+
+func applyEventRecord(t *testing.T, s *Store, _ *Event) {
+	t.Helper()
+	if err := s.ApplyRecords(context.Background(), []Record{{Event: eventRec()}}, 2); err != nil {
+		t.Fatal(err)
 	}
 }
