@@ -298,8 +298,8 @@ func TestRoundBeforeEventLinked(t *testing.T) {
 		name  string
 		store func(*testing.T, *Store, *Event)
 		then  func(*testing.T, *Store, *Event) // after the event is stored here
-		want  string                            // state
-		tries []int                             // attempt numbers
+		want  string                           // state
+		tries []int                            // attempt numbers
 	}{
 		{"adopted, then the event's record", adopt, applyEventRecord, StateRetrying, []int{1}},
 		{"a sender's copy, then the event's record", claim, applyEventRecord, StateRetrying, []int{1}},
