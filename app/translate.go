@@ -94,6 +94,7 @@ func outboundTasks(c config.Tasks) *outbound.Tasks {
 		Secret:       c.Secret.Reveal(),
 		Timeout:      c.Timeout,
 		Concurrency:  c.Concurrency,
+		PerToken:     c.TokenConcurrency,
 		Retries:      c.Retries,
 		RetryWaitMin: c.RetryWaitMin,
 		RetryWaitMax: c.RetryWaitMax,

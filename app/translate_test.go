@@ -61,9 +61,9 @@ func TestTranslate(t *testing.T) {
 				BreakerCooldown: time.Minute, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Second, Schedule: sched}}},
 		{"task route",
 			outboundTasks(config.Tasks{Secret: "whsec_d", Allow: []string{"10.0.0.0/8"}, KeyTTL: time.Hour,
-				Timeout: time.Second, Concurrency: 5, Retries: 1, RetryWaitMin: time.Millisecond,
+				Timeout: time.Second, Concurrency: 5, TokenConcurrency: 2, Retries: 1, RetryWaitMin: time.Millisecond,
 				RetryWaitMax: time.Second, Schedule: sched, MaxBody: 99, Tokens: config.Secrets{"tok"}}),
-			&outbound.Tasks{Secret: "whsec_d", Timeout: time.Second, Concurrency: 5, Retries: 1,
+			&outbound.Tasks{Secret: "whsec_d", Timeout: time.Second, Concurrency: 5, PerToken: 2, Retries: 1,
 				RetryWaitMin: time.Millisecond, RetryWaitMax: time.Second, Schedule: sched}},
 		{"task API",
 			tasksConfig(config.Tasks{Secret: "whsec_d", KeyTTL: time.Hour, Timeout: time.Second, MaxBody: 99}),
@@ -82,7 +82,7 @@ func TestTranslate(t *testing.T) {
 // forgotten here.
 func TestTranslateEveryField(t *testing.T) {
 	t.Parallel()
-	tc := config.Tasks{Secret: "s", KeyTTL: 1, Timeout: 1, Concurrency: 1, Retries: 1,
+	tc := config.Tasks{Secret: "s", KeyTTL: 1, Timeout: 1, Concurrency: 1, TokenConcurrency: 1, Retries: 1,
 		RetryWaitMin: 1, RetryWaitMax: 1, Schedule: sched, MaxBody: 1}
 	cases := []struct {
 		name   string
@@ -92,7 +92,7 @@ func TestTranslateEveryField(t *testing.T) {
 		{"store", storeConfig(config.Store{Path: "p", BatchMax: 1, Readers: 1, WALMaxMB: 1, WALZeroFill: true}),
 			[]string{"OnCommit", "OnWALRestart"}},
 		{"nats", brokerConfig(config.NATS{URL: "u", Port: 1, StoreDir: "d", SyncInterval: 1, SyncAlways: true,
-			Stream: "s", DuplicateWindow: 1, Retention: "r", Replicas: 1, ConnectTimeout: 1}), []string{"Name"}},
+			Stream: "s", DuplicateWindow: 1, Retention: "r", Replicas: 1, ConnectTimeout: 1}), []string{"Name", "RetireAfter"}},
 		{"source", inboundSources([]config.Source{{Name: "n", Verify: "v", Secrets: config.Secrets{"s"},
 			Tolerance: 1, MaxBody: 1, HMAC: config.HMAC{Header: "h", Prefix: "p", Algorithm: "a", Encoding: "e"},
 			IDHeader: "h", IDField: "f", TypeHeader: "h", TypeField: "f",

@@ -97,6 +97,10 @@ type Tasks struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Concurrency is the most task attempts in flight. Default 16.
 	Concurrency int `yaml:"concurrency"`
+	// TokenConcurrency is the most attempts in flight of the tasks one
+	// token submitted, so that one client's slow destinations cannot hold
+	// every worker. Default (0) a quarter of Concurrency, at least 1.
+	TokenConcurrency int `yaml:"token_concurrency"`
 	// Retries, RetryWaitMin, RetryWaitMax and Schedule are as on a route.
 	// Defaults 2, 1s, 30s and the route default schedule.
 	Retries      int             `yaml:"retries"`

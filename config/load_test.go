@@ -143,7 +143,7 @@ func TestFullExample(t *testing.T) {
 		}},
 		Tasks: Tasks{
 			Secret: testStandardSecret, Allow: []string{"10.0.0.0/8", "billing.internal"},
-			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Concurrency: 4, Retries: 1,
+			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Concurrency: 4, TokenConcurrency: 2, Retries: 1,
 			RetryWaitMin: 200 * time.Millisecond, RetryWaitMax: 3 * time.Second,
 			Schedule: []time.Duration{time.Minute, time.Hour}, MaxBody: 65536,
 			Tokens: Secrets{"task-client-token-0123456789"},

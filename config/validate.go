@@ -173,6 +173,9 @@ func (c *Config) validateTasks(v *validator) {
 	if t.Retries < 0 {
 		v.errorf("tasks.retries", "must be >= 0, got %d", t.Retries)
 	}
+	if t.TokenConcurrency < 0 {
+		v.errorf("tasks.token_concurrency", "must be 0 (a quarter of tasks.concurrency) or more, got %d", t.TokenConcurrency)
+	}
 	v.positiveDuration("tasks.retry_wait_min", t.RetryWaitMin)
 	v.positiveDuration("tasks.retry_wait_max", t.RetryWaitMax)
 	if len(t.Schedule) == 0 {

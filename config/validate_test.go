@@ -132,6 +132,7 @@ func TestValidation(t *testing.T) {
 		{"tasks allow", validBase + "tasks: {allow: [10.0.0.0/8, '10.0.0.0/33']}\n", `config: tasks.allow[1]: "10.0.0.0/33" is not a host, IP or CIDR`},
 		{"tasks secret", validBase + "tasks: {secret: nope!}\n", "config: tasks.secret: invalid standard webhooks secret: secret is not whsec_<base64>"},
 		{"tasks key ttl", validBase + "tasks: {key_ttl: 0s}\n", "config: tasks.key_ttl: must be positive, got 0s"},
+		{"tasks token concurrency", validBase + "tasks: {token_concurrency: -1}\n", "config: tasks.token_concurrency: must be 0 (a quarter of tasks.concurrency) or more, got -1"},
 		{"retention", validBase + "retention: {events: -1h}\n", "config: retention.events: must be positive, got -1h0m0s"},
 		{"metrics token", validBase + "metrics: {token: short}\n", "config: metrics.token: too short: a token must be at least 16 characters"},
 		{"breaker", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', breaker_threshold: -1}]\n", "config: routes[0].breaker_threshold: must be >= 0 (0: no breaker), got -1"},

@@ -79,6 +79,22 @@ type Tasks struct {
 	RetryWaitMin time.Duration
 	RetryWaitMax time.Duration
 	Schedule     []time.Duration
+	// PerToken is the most attempts in flight of the tasks one token
+	// submitted, so that one task client cannot hold every worker.
+	// Default a quarter of Concurrency, at least 1.
+	PerToken int
+}
+
+// perToken is tc's PerToken, its default applied.
+func (tc Tasks) perToken() int {
+	if tc.PerToken > 0 {
+		return tc.PerToken
+	}
+	c := tc.Concurrency
+	if c <= 0 {
+		c = DefaultTaskConcurrency
+	}
+	return max(c/4, 1)
 }
 
 // Defaults of Route and Tasks.

@@ -96,3 +96,29 @@ func TestRouteMasked(t *testing.T) {
 		t.Errorf("masking changed the route: %+v", rc.masked())
 	}
 }
+
+// A token's tasks take at most a quarter of the task workers by default,
+// at least one; PerToken sets it; slots come back.
+func TestTasksPerToken(t *testing.T) {
+	for _, c := range []struct {
+		tc   Tasks
+		want int
+	}{
+		{Tasks{}, DefaultTaskConcurrency / 4},
+		{Tasks{Concurrency: 2}, 1},
+		{Tasks{Concurrency: 40}, 10},
+		{Tasks{Concurrency: 40, PerToken: 3}, 3},
+	} {
+		if got := c.tc.perToken(); got != c.want {
+			t.Errorf("%+v: per token %d, want %d", c.tc, got, c.want)
+		}
+	}
+	s := newScopeSlots(2)
+	if !s.take("a") || !s.take("a") || s.take("a") || !s.take("b") {
+		t.Fatal("two slots of a, then none, and b's own")
+	}
+	s.give("a")
+	if !s.take("a") {
+		t.Fatal("a slot given back is taken again")
+	}
+}

@@ -119,6 +119,13 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	if filtered, act := e.filtered(ctx, r, ev, prev); filtered {
 		return act
 	}
+	if r.scopes != nil {
+		scope := e.taskScope(ctx, ev.id)
+		if !r.scopes.take(scope) {
+			return nakFor(scopeBusyRetry)
+		}
+		defer r.scopes.give(scope)
+	}
 	t, ok, wait := r.breaker.allow(now)
 	if !ok {
 		return nakFor(wait) // paused: nothing is attempted
@@ -130,6 +137,16 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	keep.stop()
 	r.breaker.record(t, d.health, time.Now())
 	return d.then
+}
+
+// taskScope is the token scope that submitted task id, "" if unknown here
+// (in cluster mode, before the task's record came).
+func (e *Engine) taskScope(ctx context.Context, id string) string {
+	scope, err := e.scopes.TaskScope(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return scope
 }
 
 // messageEnvelope reads the event a message carries; ok is false (and

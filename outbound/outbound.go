@@ -42,6 +42,7 @@ type Store interface {
 	retryStore     // Retry
 	replayStore    // Replay
 	recoverStore   // Recover
+	taskScoper     // tasks' rounds per token (Tasks.PerToken)
 }
 
 // eventAdopter stores the event of a message from elsewhere.
@@ -112,6 +113,7 @@ type Engine struct {
 	retrys retryStore
 	replay replayStore
 	store  recoverStore
+	scopes taskScoper
 	broker *jetstream.Broker
 	log    *slog.Logger
 
@@ -150,7 +152,7 @@ func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Lo
 	if cfg.State == nil && st != nil {
 		cfg.State = newLocalState(st)
 	}
-	e := &Engine{cfg: cfg, state: cfg.State, events: st, retrys: st, replay: st, store: st, broker: b, log: log,
+	e := &Engine{cfg: cfg, state: cfg.State, events: st, retrys: st, replay: st, store: st, scopes: st, broker: b, log: log,
 		byName: map[string]*route{}}
 	for _, rc := range routes {
 		r, err := newRoute(rc, cfg.Transport)

@@ -22,6 +22,7 @@ func newTaskRoute(tc Tasks, transport http.RoundTripper) (*route, error) {
 	}
 	r.consumer = "tasks"
 	r.subjects = []string{jetstream.TaskSubjectPrefix + ".>"}
+	r.scopes = newScopeSlots(tc.perToken())
 	return r, nil
 }
 
