@@ -114,11 +114,21 @@ func TestTasksPerToken(t *testing.T) {
 		}
 	}
 	s := newScopeSlots(2)
-	if !s.take("a") || !s.take("a") || s.take("a") || !s.take("b") {
-		t.Fatal("two slots of a, then none, and b's own")
-	}
-	s.give("a")
-	if !s.take("a") {
-		t.Fatal("a slot given back is taken again")
+	for i, step := range []struct {
+		give  bool
+		scope string
+		want  bool
+	}{
+		{false, "a", true}, {false, "a", true}, {false, "a", false}, // two slots of a
+		{false, "b", true},                                         // b's own
+		{true, "a", true}, {false, "a", true}, {false, "a", false}, // one given back, taken again
+	} {
+		if step.give {
+			s.give(step.scope)
+			continue
+		}
+		if got := s.take(step.scope); got != step.want {
+			t.Fatalf("step %d: take(%q) = %v, want %v", i, step.scope, got, step.want)
+		}
 	}
 }
