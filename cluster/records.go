@@ -58,6 +58,8 @@ type RecordsStore interface {
 	CountRecordsOut(ctx context.Context) (int64, error)
 	ApplyRecords(ctx context.Context, recs []store.Record, through uint64) error
 	RecordsPosition(ctx context.Context) (uint64, error)
+	RecordsStream(ctx context.Context) (string, error)
+	SetRecordsStream(ctx context.Context, created string, reset bool) error
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
 	TaskScope(ctx context.Context, id string) (string, error)
 }
@@ -346,6 +348,28 @@ func (r *Records) followLoop(ctx context.Context) {
 	}
 }
 
+// position is where to read the records stream info from, pos applied:
+// from its start if it was made anew since (another creation time than
+// the store noted with its position, or behind pos), noting the new one
+// and the position 0 together.
+func (r *Records) position(ctx context.Context, info *natsjs.StreamInfo, pos uint64) (uint64, error) {
+	created := info.Created.UTC().Format(time.RFC3339Nano)
+	noted, err := r.store.RecordsStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	anew := noted != "" && noted != created
+	if last := info.State.LastSeq; anew || last < pos {
+		r.log.Warn("cluster records: the records stream was made anew since this gateway applied from it; reading it from its start",
+			"applied", pos, "stream_last", last, "created", created, "was", noted)
+		return 0, r.store.SetRecordsStream(ctx, created, true)
+	}
+	if noted == "" {
+		return pos, r.store.SetRecordsStream(ctx, created, false)
+	}
+	return pos, nil
+}
+
 // follow reads the stream with an ordered consumer from the sequence
 // after the store's position and applies what it reads, in batches,
 // until an error or ctx ends.
@@ -368,10 +392,8 @@ func (r *Records) follow(ctx context.Context) error {
 		r.forget()
 		return fmt.Errorf("cluster records: stream: %w", err)
 	}
-	if last := stream.CachedInfo().State.LastSeq; last < pos {
-		r.log.Warn("cluster records: the records stream is behind what this gateway applied (made anew?); reading it from its start",
-			"applied", pos, "stream_last", last)
-		pos = 0
+	if pos, err = r.position(ctx, stream.CachedInfo(), pos); err != nil {
+		return err
 	}
 	occ := natsjs.OrderedConsumerConfig{DeliverPolicy: natsjs.DeliverAllPolicy}
 	if pos > 0 {

@@ -727,3 +727,70 @@ func TestOrphanedOutcomeRecorded(t *testing.T) {
 		t.Fatalf("records out after a reset to pending: %d, %v; want still 2", n, err)
 	}
 }
+
+// A gateway away while the records stream is made anew (and gets as many
+// records as it had applied, or more) reads the new stream from its start:
+// it notes the stream's creation time with its position.
+func TestRecordsStreamMadeAnewWhileAway(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	ctx := context.Background()
+	conn, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	js, _ := natsjs.New(conn)
+	replica := func(name string) (*store.Store, *cluster.Records) {
+		st := openStore(t)
+		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 1, TTL: time.Hour,
+			JetStream: func() natsjs.JetStream { return js }, Poll: 50 * time.Millisecond}, testLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Stop(ctx) })
+		return st, r
+	}
+	sta, ra := replica("a")
+	stb, rb := replica("b")
+	round := func(id string, version uint64) {
+		t.Helper()
+		ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
+		if _, err := sta.Claim(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
+			State: store.StateSucceeded, LastStatus: 200}
+		if err := sta.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
+			store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: version}); err != nil {
+			t.Fatal(err)
+		}
+		ra.Notify()
+		gatewaytest.WaitFor(t, "a published "+id, 30*time.Second, func() (bool, string) {
+			n, _ := sta.CountRecordsOut(ctx)
+			return n == 0, fmt.Sprint(n, " waiting")
+		})
+	}
+	applied := func(id string) bool {
+		ds, _ := stb.ListDeliveries(ctx, store.DeliveryFilter{EventID: id})
+		return len(ds) == 1
+	}
+	round("e0", 1)
+	gatewaytest.WaitFor(t, "b applied e0", 30*time.Second, func() (bool, string) { return applied("e0"), "" })
+	_ = rb.Stop(ctx) // b is away
+	if err := js.DeleteStream(ctx, cluster.DefaultRecordsStream); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"e1", "e2", "e3"} {
+		round(id, uint64(2+i))
+	}
+	if err := rb.Start(ctx); err != nil { // b is back
+		t.Fatal(err)
+	}
+	gatewaytest.WaitFor(t, "b applied e1, e2 and e3", 30*time.Second, func() (bool, string) {
+		return applied("e1") && applied("e2") && applied("e3"),
+			fmt.Sprint("e1 ", applied("e1"), ", e2 ", applied("e2"), ", e3 ", applied("e3"))
+	})
+}

@@ -91,6 +91,33 @@ func (s *Store) RecordsPosition(ctx context.Context) (uint64, error) {
 	return n, nil
 }
 
+// metaRecordsStream is the meta key of the creation time of the records
+// stream the position counts in.
+const metaRecordsStream = "records_stream"
+
+// RecordsStream is the creation time (RFC 3339) of the records stream
+// RecordsPosition counts in; "" before it was noted.
+func (s *Store) RecordsStream(ctx context.Context) (string, error) {
+	return s.Meta(ctx, metaRecordsStream)
+}
+
+// SetRecordsStream notes the records stream's creation time; with reset,
+// in the same transaction, the position goes back to 0 (a stream made
+// anew: its sequences are not the old one's).
+func (s *Store) SetRecordsStream(ctx context.Context, created string, reset bool) error {
+	return s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
+		set := `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`
+		if _, err := tx.Exec(set, metaRecordsStream, created); err != nil {
+			return err
+		}
+		if reset {
+			_, err := tx.Exec(set, metaRecordsPosition, "0")
+			return err
+		}
+		return nil
+	})
+}
+
 // ApplyRecords writes records from other gateways and the stream sequence
 // through which they were read, in one transaction: each record is applied
 // once, however often the stream is read again.
