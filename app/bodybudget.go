@@ -36,9 +36,10 @@ const bodyWait = 2 * time.Second
 //   - a body longer than what the server prefetched takes room in the
 //     budget as it arrives: each time its buffer grows (from
 //     prefetchBytes, doubling, never past its declared length or limit),
-//     waiting up to bodyWait for the room, else 503 server_busy with
-//     Retry-After. A sender holds at most twice what it sent, not its
-//     declared length. The room is given back once the handler returns;
+//     waiting up to bodyWait for the room (holding none meanwhile), else
+//     503 server_busy with Retry-After. A sender holds at most twice what
+//     it sent, not its declared length. The room is given back once the
+//     handler returns;
 //   - a body with a Content-Encoding takes limit in all (decodeContent,
 //     next, decodes it up to limit bytes) once it has arrived whole.
 //
@@ -97,7 +98,9 @@ type reservation struct {
 
 // grow makes the room held at least n bytes, waiting up to bodyWait. A
 // body of at most prefetchBytes takes none: the server holds that much of
-// every request anyway.
+// every request anyway. A body that must wait gives back what it holds
+// and waits for all n at once: bodies that each held part of the budget
+// while waiting for more would wait for each other.
 func (r *reservation) grow(n int) error {
 	if n <= prefetchBytes {
 		return nil
@@ -107,6 +110,8 @@ func (r *reservation) grow(n int) error {
 		return nil
 	}
 	if !r.b.sem.TryAcquire(more) {
+		r.release()
+		more = int64(n)
 		ctx, cancel := context.WithTimeout(context.Background(), r.b.wait)
 		err := r.b.sem.Acquire(ctx, more)
 		cancel()

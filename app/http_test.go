@@ -485,3 +485,41 @@ func TestContentEncoding(t *testing.T) {
 		}
 	}
 }
+
+// pacedReader gives left bytes, 32 KiB every 2 ms.
+type pacedReader struct{ left int }
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(2 * time.Millisecond)
+	n := min(len(b), p.left, 32<<10)
+	p.left -= n
+	return n, nil
+}
+
+// Bodies that arrive together, more than the budget holds, wait for each
+// other's room in turn: none is refused. (A body waiting for more room
+// while holding part would wait for the others doing the same.)
+func TestBodyBudgetNoHoldAndWait(t *testing.T) {
+	const limit = 1 << 20
+	b := newBodyBudget(4*limit, limit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			room := &reservation{b: b}
+			defer room.release()
+			_, err := readBody(&pacedReader{left: limit}, limit, limit, room.grow)
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("a 1 MiB body beside 7 others in a 4 MiB budget: %v", err)
+		}
+	}
+	if got := b.held.Load(); got != 0 {
+		t.Fatalf("%d bytes still held after every body", got)
+	}
+}
