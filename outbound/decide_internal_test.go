@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -139,5 +140,38 @@ func TestWaitOf(t *testing.T) {
 	}
 	if s := fmt.Sprint(ack, nak, term, handBack, verb(0)); s != "ack nak term hand back none" {
 		t.Errorf("verbs: %s", s)
+	}
+}
+
+// An operator's round, once it holds the delivery, goes on from the
+// status it finds, and a retry of a delivery that succeeded since sends
+// nothing.
+func TestManualFrom(t *testing.T) {
+	dead := store.DeliveryStatus{ID: 7, State: store.StateDead, Attempts: 3}
+	retried := store.DeliveryStatus{ID: 7, State: store.StateRetrying, Attempts: 4}
+	done := store.DeliveryStatus{ID: 7, State: store.StateSucceeded, Attempts: 4}
+	doneSameCount := store.DeliveryStatus{ID: 7, State: store.StateSucceeded, Attempts: 3}
+	unavailable := errors.New("unavailable")
+	for _, c := range []struct {
+		name    string
+		cur     store.DeliveryStatus
+		err     error
+		resend  bool
+		want    store.DeliveryStatus
+		wantRun bool
+	}{
+		{"unchanged", dead, nil, false, dead, true},
+		{"a round recorded meanwhile", retried, nil, false, retried, true},
+		{"succeeded meanwhile: retry", done, nil, false, dead, false},
+		{"succeeded, same attempts (a store behind): retry", doneSameCount, nil, false, dead, false},
+		{"succeeded meanwhile: replay", done, nil, true, done, true},
+		{"no delivery yet", store.DeliveryStatus{}, store.ErrNotFound, true, dead, true},
+		{"unavailable: retry", store.DeliveryStatus{}, unavailable, false, dead, false},
+		{"unavailable: replay", store.DeliveryStatus{}, unavailable, true, dead, true},
+	} {
+		got, run := manualFrom(dead, c.cur, c.err, c.resend)
+		if got != c.want || run != c.wantRun {
+			t.Errorf("%s: %+v, %v; want %+v, %v", c.name, got, run, c.want, c.wantRun)
+		}
 	}
 }

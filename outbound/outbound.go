@@ -410,25 +410,39 @@ func (e *Engine) manualRound(r *route, id envelope, prev store.DeliveryStatus, r
 		return
 	}
 	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
-	switch {
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		if !resend {
-			// Whether it succeeded meanwhile is unknown: a retry is not
-			// worth a second delivery; the operator can ask again.
+	prev, run := manualFrom(prev, cur, err, resend)
+	if !run {
+		if err != nil {
 			e.log.Warn("operator retry skipped: delivery state unavailable", "route", r.cfg.Name,
 				"source", ev.source, "event_id", ev.id, "err", err)
-			return
 		}
-	case err == nil && cur.Attempts != prev.Attempts:
-		if cur.State == store.StateSucceeded && !resend {
-			return
-		}
-		prev = cur
+		return
 	}
 	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
 		return
 	}
 	e.round(e.roundCtx, r, ev, prev, true)
+}
+
+// manualFrom decides an operator's round once it holds the delivery:
+// prev is the status it was asked on, cur (or err) the status now. It
+// returns the status the round goes on from, and false if none runs: a
+// retry (resend false) of a delivery that has succeeded since (whatever
+// its attempts say: a store behind the cluster may show the same count),
+// or whose status cannot be read (not worth a second delivery; the
+// operator can ask again). A round recorded meanwhile is gone on from.
+func manualFrom(prev, cur store.DeliveryStatus, err error, resend bool) (store.DeliveryStatus, bool) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return prev, true
+	case err != nil:
+		return prev, resend
+	case cur.State == store.StateSucceeded && !resend:
+		return prev, false
+	case cur.Attempts != prev.Attempts:
+		return cur, true
+	}
+	return prev, true
 }
 
 // Errors of Retry.
