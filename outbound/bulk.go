@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/hookgate/hookgate/store"
 )
@@ -16,7 +17,8 @@ const BulkRounds = DefaultConcurrency
 // ends: a bulk retry goes batch by batch. A delivery that is gone,
 // succeeded, whose route is no longer configured or that has a retry
 // queued already is skipped (one that
-// cannot be retried otherwise is logged and skipped). It returns how many
+// cannot be retried otherwise is logged and skipped; one refused for want
+// of room among operators' rounds waits for it). It returns how many
 // rounds it started; the engine stopping, the store unavailable or ctx
 // ending ends the batch with that error.
 func (e *Engine) RetryBatch(ctx context.Context, ids []string) (int, error) {
@@ -35,6 +37,9 @@ func (e *Engine) RetryBatch(ctx context.Context, ids []string) (int, error) {
 		}
 		wg.Add(1)
 		_, rerr := e.retry(ctx, id, func() { <-slots; wg.Done() })
+		for errors.Is(rerr, ErrBusy) && sleep(ctx, time.Second) { // room comes as rounds end
+			_, rerr = e.retry(ctx, id, func() { <-slots; wg.Done() })
+		}
 		if rerr == nil {
 			n++
 			continue

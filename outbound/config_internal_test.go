@@ -130,5 +130,15 @@ func TestTasksPerToken(t *testing.T) {
 		if got := s.take(step.scope); got != step.want {
 			t.Fatalf("step %d: take(%q) = %v, want %v", i, step.scope, got, step.want)
 		}
+		if full := s.full(step.scope); full != (s.busy[step.scope] == 2) {
+			t.Fatalf("step %d: full(%q) = %v with %d busy", i, step.scope, full, s.busy[step.scope])
+		}
+	}
+	// A task whose scope stays full comes back later each time.
+	for n, want := range map[uint64]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second,
+		10: 20 * time.Second, 15: 30 * time.Second, 1000: 30 * time.Second} {
+		if got := scopeBusyWait(n); got != want {
+			t.Errorf("scopeBusyWait(%d) = %v, want %v", n, got, want)
+		}
 	}
 }

@@ -79,10 +79,19 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 	case ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg):
 		return nakFor(stateRetry), held, false
 	}
+	md, mderr := msg.Metadata()
+	if r.scopes != nil && r.scopes.full(e.taskScope(ctx, ev.id)) {
+		// Before the claim: a client's backlog costs a lookup, no more.
+		var n uint64
+		if mderr == nil {
+			n = md.NumDelivered
+		}
+		return nakFor(scopeBusyWait(n)), held, false
+	}
 	// One round per event at a time: a copy that comes while one runs
 	// comes back shortly, and then reads its outcome.
 	k := ev.key(r)
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered == 1 {
+	if mderr == nil && md.NumDelivered == 1 {
 		k.Fresh = true
 	}
 	if !e.state.TryClaim(ctx, k) {

@@ -130,8 +130,11 @@ type Engine struct {
 	inflight sync.WaitGroup
 	started  bool
 	// manual holds the deliveries with an operator's round (a retry or
-	// a replay) queued or running: one each, MaxManualRounds in all.
-	manual map[DeliveryKey]bool
+	// a replay) queued or running: one each, MaxManualRounds in all, and
+	// of tasks at most the route's per-token slots for one scope
+	// (manualScopes, by scope).
+	manual       map[DeliveryKey]bool
+	manualScopes map[string]int
 }
 
 // MaxManualRounds is the most operators' rounds (retries and replays)
@@ -327,12 +330,13 @@ func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Deli
 		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
 	}
 	env := identity(ev)
+	scope := e.manualScope(ctx, r, env)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil {
 		return d, ErrNotRunning
 	}
-	if err := e.manualRoom(env.key(r)); err != nil {
+	if err := e.manualRoom(r, env.key(r), scope); err != nil {
 		return d, err
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
@@ -341,8 +345,16 @@ func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Deli
 		return d, err
 	}
 	d.State = store.StatePending
-	e.startManual(r, env, orig, false, done)
+	e.startManual(r, env, scope, orig, false, done)
 	return d, nil
+}
+
+// manualScope is the token scope of ev's task if r is the task route.
+func (e *Engine) manualScope(ctx context.Context, r *route, ev envelope) string {
+	if r.scopes == nil {
+		return ""
+	}
+	return e.taskScope(ctx, ev.id)
 }
 
 // identity is ev without its body: what an operator's round holds while
@@ -352,27 +364,34 @@ func identity(ev *store.Event) envelope {
 }
 
 // manualRoom is nil if an operator's round of k may be queued: none is
-// for k already (ErrRoundQueued), and fewer than MaxManualRounds in all
-// (ErrBusy). Called with e.mu held.
-func (e *Engine) manualRoom(k DeliveryKey) error {
+// for k already (ErrRoundQueued), fewer than MaxManualRounds in all, and
+// for a task fewer than its route's per-token slots of its scope (ErrBusy:
+// a task client's retries cannot take more room than its tasks' rounds).
+// Called with e.mu held.
+func (e *Engine) manualRoom(r *route, k DeliveryKey, scope string) error {
 	switch {
 	case e.manual[k]:
 		return ErrRoundQueued
 	case len(e.manual) >= MaxManualRounds:
+		return ErrBusy
+	case r.scopes != nil && e.manualScopes[scope] >= r.scopes.most:
 		return ErrBusy
 	}
 	return nil
 }
 
 // startManual queues an operator's round of ev on r (manualRound); done,
-// when not nil, is called once it is over. Called with e.mu held, after
-// manualRoom.
-func (e *Engine) startManual(r *route, ev envelope, prev store.DeliveryStatus, resend bool, done func()) {
+// when not nil, is called once it is over. scope is a task's token scope.
+// Called with e.mu held, after manualRoom.
+func (e *Engine) startManual(r *route, ev envelope, scope string, prev store.DeliveryStatus, resend bool, done func()) {
 	k := ev.key(r)
 	if e.manual == nil {
-		e.manual = map[DeliveryKey]bool{}
+		e.manual, e.manualScopes = map[DeliveryKey]bool{}, map[string]int{}
 	}
 	e.manual[k] = true
+	if r.scopes != nil {
+		e.manualScopes[scope]++
+	}
 	e.inflight.Add(1)
 	go func() {
 		defer e.inflight.Done()
@@ -382,9 +401,14 @@ func (e *Engine) startManual(r *route, ev envelope, prev store.DeliveryStatus, r
 		defer func() {
 			e.mu.Lock()
 			delete(e.manual, k)
+			if r.scopes != nil {
+				if e.manualScopes[scope]--; e.manualScopes[scope] <= 0 {
+					delete(e.manualScopes, scope)
+				}
+			}
 			e.mu.Unlock()
 		}()
-		e.manualRound(r, ev, prev, resend)
+		e.manualRound(r, ev, scope, prev, resend)
 	}()
 }
 
@@ -393,7 +417,14 @@ func (e *Engine) startManual(r *route, ev envelope, prev store.DeliveryStatus, r
 // event (ev is its identity) once it runs. If a round was recorded while
 // it waited, it goes on from that record; a retry (resend false) of a
 // delivery that has now succeeded is not sent.
-func (e *Engine) manualRound(r *route, id envelope, prev store.DeliveryStatus, resend bool) {
+func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.DeliveryStatus, resend bool) {
+	if r.scopes != nil {
+		// A task's round takes a slot of its token like any of its rounds.
+		if !r.scopes.wait(e.roundCtx, scope) {
+			return
+		}
+		defer r.scopes.give(scope)
+	}
 	k := id.key(r)
 	if !e.state.Claim(e.roundCtx, k) {
 		return

@@ -41,13 +41,17 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	if err != nil {
 		return nil, err
 	}
+	scopes := make([]string, len(targets))
+	for i, r := range targets {
+		scopes[i] = e.manualScope(ctx, r, env)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.abort == nil {
 		return nil, ErrNotRunning
 	}
 	for i, r := range targets {
-		if err := e.manualRoom(env.key(r)); err != nil {
+		if err := e.manualRoom(r, env.key(r), scopes[i]); err != nil {
 			return nil, err
 		}
 		if len(e.manual)+i >= MaxManualRounds {
@@ -55,7 +59,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		}
 	}
 	out := make([]*store.Delivery, 0, len(targets))
-	for _, r := range targets {
+	for i, r := range targets {
 		prev, err := e.state.Status(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return out, err
@@ -66,7 +70,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 			return out, err
 		}
 		out = append(out, d)
-		e.startManual(r, env, prev, true, nil)
+		e.startManual(r, env, scopes[i], prev, true, nil)
 	}
 	return out, nil
 }

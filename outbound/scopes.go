@@ -35,6 +35,26 @@ func (s *scopeSlots) take(scope string) bool {
 	return true
 }
 
+// full reports whether scope's rounds in flight are at most.
+func (s *scopeSlots) full(scope string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy[scope] >= s.most
+}
+
+// wait takes a slot of scope, waiting for one; false if ctx ends first.
+func (s *scopeSlots) wait(ctx context.Context, scope string) bool {
+	for !s.take(scope) {
+		if !sleep(ctx, scopePoll) {
+			return false
+		}
+	}
+	return true
+}
+
+// scopePoll is how often an operator's round of a task looks for a slot.
+const scopePoll = 100 * time.Millisecond
+
 // give gives back a slot take took.
 func (s *scopeSlots) give(scope string) {
 	s.mu.Lock()
@@ -44,5 +64,16 @@ func (s *scopeSlots) give(scope string) {
 	}
 }
 
-// scopeBusyRetry is when a task whose scope has no free slot comes back.
-const scopeBusyRetry = 2 * time.Second
+// scopeBusyRetry is when a task whose scope has no free slot comes back,
+// the first time; then a step later each time, up to scopeBusyMax, so a
+// client's backlog does not cycle through the workers.
+const (
+	scopeBusyRetry = 2 * time.Second
+	scopeBusyMax   = 30 * time.Second
+)
+
+// scopeBusyWait is when a task found its scope full for the n-th time
+// (its message's deliveries) comes back.
+func scopeBusyWait(n uint64) time.Duration {
+	return min(time.Duration(max(n, 1))*scopeBusyRetry, scopeBusyMax)
+}
