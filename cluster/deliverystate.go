@@ -711,15 +711,32 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 			return next, nil
 		case errors.Is(err, natsjs.ErrKeyRevisionMismatch):
 			if unanswered {
-				if cur, crev, found, gerr := s.get(ctx, key); gerr == nil && found && crev > rev && cur == rec {
-					return crev, nil
-				}
+				return s.ownWrite(ctx, key, rec, rev, deadline)
 			}
 			return 0, ErrFenced
 		case s.now().After(deadline) || !sleep(ctx, claimPoll):
 			return 0, fmt.Errorf("cluster: write delivery state: %w", err)
 		}
 		unanswered = true
+	}
+}
+
+// ownWrite tells, after a try without an answer, whether key's entry past
+// rev is rec (that try's write, committed: its revision) or another's
+// (ErrFenced). A read may come from a replica behind the leader, so one
+// that is not past rev is made again until deadline.
+func (s *DeliveryState) ownWrite(ctx context.Context, key string, rec record, rev uint64, deadline time.Time) (uint64, error) {
+	for {
+		cur, crev, found, err := s.get(ctx, key)
+		if err == nil && found && crev > rev {
+			if cur == rec {
+				return crev, nil
+			}
+			return 0, ErrFenced
+		}
+		if s.now().After(deadline) || !sleep(ctx, claimPoll) {
+			return 0, ErrFenced
+		}
 	}
 }
 

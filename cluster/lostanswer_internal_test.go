@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -21,11 +22,26 @@ import (
 type lostAnswerKV struct {
 	natsjs.KeyValue
 	armed bool
+	// stale reads answer the entry as it was before the write, as a
+	// replica behind the leader may.
+	stale  int
+	before natsjs.KeyValueEntry
+}
+
+func (k *lostAnswerKV) Get(ctx context.Context, key string) (natsjs.KeyValueEntry, error) {
+	if k.stale > 0 && k.before != nil {
+		k.stale--
+		return k.before, nil
+	}
+	return k.KeyValue.Get(ctx, key)
 }
 
 func (k *lostAnswerKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	if k.armed {
 		k.armed = false
+		if e, err := k.KeyValue.Get(ctx, key); err == nil {
+			k.before = e
+		}
 		if _, err := k.KeyValue.Update(ctx, key, value, rev); err != nil {
 			return 0, err
 		}
@@ -35,10 +51,17 @@ func (k *lostAnswerKV) Update(ctx context.Context, key string, value []byte, rev
 }
 
 // A round's outcome whose write was committed but whose answer was lost
-// is the round's own when the next try meets it: the round is recorded
-// with its version and its record goes to the other gateways, not taken
-// as fenced by another gateway's write.
+// is the round's own when the next try meets it, also when the first
+// reads come from a replica behind: the round is recorded with its
+// version and its record goes to the other gateways, not taken as fenced
+// by another gateway's write.
 func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
+	for _, stale := range []int{0, 2} {
+		t.Run(fmt.Sprintf("%d stale reads", stale), func(t *testing.T) { testOutcomeWithLostAnswer(t, stale) })
+	}
+}
+
+func testOutcomeWithLostAnswer(t *testing.T, stale int) {
 	ctx := context.Background()
 	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
 	nc, err := nats.Connect(srv.ClientURL())
@@ -61,7 +84,7 @@ func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
 	if err := s.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	kv := &lostAnswerKV{KeyValue: s.kv}
+	kv := &lostAnswerKV{KeyValue: s.kv, stale: stale}
 	s.kv = kv
 	seq, _, err := st.AdoptEvent(ctx, &store.Event{Source: "s", ID: "e1", Type: "t", Body: []byte("{}")}, 0)
 	if err != nil {
