@@ -395,6 +395,7 @@ func (r *Records) follow(ctx context.Context) error {
 	if pos, err = r.position(ctx, stream.CachedInfo(), pos); err != nil {
 		return err
 	}
+	created := stream.CachedInfo().Created
 	occ := natsjs.OrderedConsumerConfig{DeliverPolicy: natsjs.DeliverAllPolicy}
 	if pos > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = natsjs.DeliverByStartSequencePolicy, pos+1
@@ -432,6 +433,12 @@ func (r *Records) follow(ctx context.Context) error {
 		close(stop)
 		wg.Wait()
 	}()
+	// The ordered consumer follows a stream made anew by itself, from
+	// its old cursor: the stream's creation time is looked at now and
+	// then, and another one starts follow over (position reads it from
+	// its start).
+	check := time.NewTicker(10 * r.cfg.Poll)
+	defer check.Stop()
 	batch := make([]natsjs.Msg, 0, r.cfg.Batch)
 	for {
 		batch = batch[:0]
@@ -440,6 +447,11 @@ func (r *Records) follow(ctx context.Context) error {
 			return nil
 		case err := <-errc:
 			return fmt.Errorf("cluster records: read: %w", err)
+		case <-check.C:
+			if r.madeAnew(ctx, created) {
+				return errors.New("cluster records: the records stream was made anew; reading it again")
+			}
+			continue
 		case m := <-msgs:
 			batch = append(batch, m)
 		}
@@ -456,6 +468,19 @@ func (r *Records) follow(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// madeAnew reports whether the records stream's creation time is no
+// longer created (false when it cannot be read: the next read tells).
+func (r *Records) madeAnew(ctx context.Context, created time.Time) bool {
+	js := r.cfg.JetStream()
+	if js == nil {
+		return false
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stream, err := js.Stream(sctx, r.cfg.Stream)
+	return err == nil && !stream.CachedInfo().Created.Equal(created)
 }
 
 // apply applies a batch of messages read after pos, and returns the new

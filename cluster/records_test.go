@@ -729,9 +729,17 @@ func TestOrphanedOutcomeRecorded(t *testing.T) {
 }
 
 // A gateway away while the records stream is made anew (and gets as many
-// records as it had applied, or more) reads the new stream from its start:
-// it notes the stream's creation time with its position.
-func TestRecordsStreamMadeAnewWhileAway(t *testing.T) {
+// records as it had applied, or more), or following it all along (the
+// ordered consumer would go on in the new stream from its old cursor),
+// reads the new stream from its start: it notes the stream's creation
+// time with its position and looks at it while it follows.
+func TestRecordsStreamMadeAnew(t *testing.T) {
+	for _, away := range []bool{true, false} {
+		t.Run(fmt.Sprintf("away %v", away), func(t *testing.T) { testRecordsStreamMadeAnew(t, away) })
+	}
+}
+
+func testRecordsStreamMadeAnew(t *testing.T, away bool) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
 	ctx := context.Background()
 	conn, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
@@ -778,19 +786,30 @@ func TestRecordsStreamMadeAnewWhileAway(t *testing.T) {
 		return len(ds) == 1
 	}
 	round("e0", 1)
-	gatewaytest.WaitFor(t, "b applied e0", 30*time.Second, func() (bool, string) { return applied("e0"), "" })
-	_ = rb.Stop(ctx) // b is away
+	round("e0b", 2)
+	gatewaytest.WaitFor(t, "b applied e0 and e0b", 30*time.Second, func() (bool, string) { return applied("e0b"), "" })
+	if away {
+		_ = rb.Stop(ctx)
+	}
 	if err := js.DeleteStream(ctx, cluster.DefaultRecordsStream); err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range []string{"e1", "e2", "e3"} {
-		round(id, uint64(2+i))
+	ids := []string{"e1", "e2", "e3", "e4"}
+	for i, id := range ids {
+		round(id, uint64(3+i))
 	}
-	if err := rb.Start(ctx); err != nil { // b is back
-		t.Fatal(err)
+	if away {
+		if err := rb.Start(ctx); err != nil { // b is back
+			t.Fatal(err)
+		}
 	}
-	gatewaytest.WaitFor(t, "b applied e1, e2 and e3", 30*time.Second, func() (bool, string) {
-		return applied("e1") && applied("e2") && applied("e3"),
-			fmt.Sprint("e1 ", applied("e1"), ", e2 ", applied("e2"), ", e3 ", applied("e3"))
+	gatewaytest.WaitFor(t, "b applied the new stream's records", 30*time.Second, func() (bool, string) {
+		var missing []string
+		for _, id := range ids {
+			if !applied(id) {
+				missing = append(missing, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprint("missing ", missing)
 	})
 }
