@@ -395,7 +395,6 @@ func (r *Records) follow(ctx context.Context) error {
 	if pos, err = r.position(ctx, stream.CachedInfo(), pos); err != nil {
 		return err
 	}
-	created := stream.CachedInfo().Created
 	occ := natsjs.OrderedConsumerConfig{DeliverPolicy: natsjs.DeliverAllPolicy}
 	if pos > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = natsjs.DeliverByStartSequencePolicy, pos+1
@@ -408,6 +407,13 @@ func (r *Records) follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster records: consumer: %w", err)
 	}
+	return r.read(ctx, it, stream.CachedInfo().Created, pos)
+}
+
+// read applies what it reads from the consumer's it, after pos, in
+// batches, until an error, the stream made anew (created is its creation
+// time), or ctx ends.
+func (r *Records) read(ctx context.Context, it natsjs.MessagesContext, created time.Time, pos uint64) error {
 	msgs := make(chan natsjs.Msg, r.cfg.Batch)
 	errc := make(chan error, 1)
 	stop := make(chan struct{})
@@ -464,6 +470,7 @@ func (r *Records) follow(ctx context.Context) error {
 				break more
 			}
 		}
+		var err error
 		if pos, err = r.apply(ctx, batch, pos); err != nil {
 			return err
 		}
