@@ -207,3 +207,25 @@ func TestEventIDNumberIsItsText(t *testing.T) {
 		t.Fatalf("stored %d events, want 4 (100, 1e2, 100.0, -0)", n)
 	}
 }
+
+// The kept headers are stored as JSON of at most maxKeptHeaders bytes: a
+// User-Agent of 3,000 '<' (18,000 bytes escaped) is left out, the event
+// is accepted with the headers that fit.
+func TestKeptHeadersBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	body := []byte(`{"id":"evt_ua","object":"event","type":"invoice.paid"}`)
+	headers := stripeHeader(body, stripeSecret, h.clock())
+	headers["User-Agent"] = strings.Repeat("<", 3000)
+	if a := h.post(t, "stripe", body, headers); a.status != 200 {
+		t.Fatalf("answer %d %v, want 200", a.status, a.body)
+	}
+	ev, err := h.store.GetEvent(t.Context(), "stripe", "evt_ua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Headers) > maxKeptHeaders || strings.Contains(string(ev.Headers), "User-Agent") || !json.Valid(ev.Headers) {
+		t.Fatalf("kept headers (%d bytes) %.200s: want valid JSON within %d bytes, without the User-Agent",
+			len(ev.Headers), ev.Headers, maxKeptHeaders)
+	}
+}

@@ -524,9 +524,17 @@ func signatureCode(err error) string {
 	return "invalid_signature"
 }
 
+// maxKeptHeaders bounds the JSON of an event's kept headers: escaped, a
+// sender's User-Agent could otherwise take six times its bytes, and the
+// JSON travels with the body (cluster mode's event record) within the
+// broker's jetstream.HeaderRoom.
+const maxKeptHeaders = 4 << 10
+
 // appendHeadersJSON appends the JSON object of the kept headers that are
-// present, as encoding/json encodes a map[string]string (keys sorted).
+// present, as encoding/json encodes a map[string]string (keys sorted). A
+// header that would take the object past maxKeptHeaders is left out.
 func (s *source) appendHeadersJSON(dst []byte, c *fiber.Ctx) []byte {
+	start := len(dst)
 	dst = append(dst, '{')
 	first := true
 	for _, name := range s.keepHeaders {
@@ -534,13 +542,18 @@ func (s *source) appendHeadersJSON(dst []byte, c *fiber.Ctx) []byte {
 		if v == "" {
 			continue
 		}
+		mark := len(dst)
 		if !first {
 			dst = append(dst, ',')
 		}
-		first = false
 		dst = appendJSONString(dst, name)
 		dst = append(dst, ':')
 		dst = appendJSONString(dst, v)
+		if len(dst)-start+1 > maxKeptHeaders {
+			dst = dst[:mark]
+			continue
+		}
+		first = false
 	}
 	return append(dst, '}')
 }
