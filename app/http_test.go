@@ -255,19 +255,8 @@ func TestBodyBudgetHeldAsBodiesArrive(t *testing.T) {
 		held, _, _ = strings.Cut(held, "\n")
 		return strings.Contains(string(m), want), "held " + held
 	})
-	body := fmt.Appendf(nil, `{"id":"evt_beside_tricklers","object":"event","type":"invoice.paid","pad":%q}`, strings.Repeat("p", 20000))
-	p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
-	req.Header.Set("Stripe-Signature", p.Header)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("a signed 20 KB webhook beside %d senders that trickle: %d %s, want 200", senders, resp.StatusCode, got)
+	if status, body := postPadded(t, a, "evt_beside_tricklers", 20000); status != 200 {
+		t.Fatalf("a signed 20 KB webhook beside %d senders that trickle: %d %s, want 200", senders, status, body)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -19,17 +20,8 @@ import (
 // tasks.token_concurrency workers (a quarter of 4: one): another client's
 // task is delivered meanwhile, not after their 60 s timeouts.
 func TestTaskClientCannotHoldEveryWorker(t *testing.T) {
-	release := make(chan struct{})
-	var held atomic.Int32
-	tarpit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		held.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer tarpit.Close()
-	defer close(release)
+	tarpit, held, release := newTarpit(t, 0)
+	defer release() // before the gateway stops: it waits for the rounds held
 	var delivered atomic.Bool
 	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		delivered.Store(true)
@@ -41,18 +33,8 @@ func TestTaskClientCannotHoldEveryWorker(t *testing.T) {
 		slow, other)))
 	submit := func(token, key, url string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/v1/tasks", bytes.NewReader(fmt.Appendf(nil, `{"url":%q}`, url)))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("task %s: %d %s", key, resp.StatusCode, body)
+		if code, b := asClient(t, a, token)(http.MethodPost, "/v1/tasks", fmt.Appendf(nil, `{"url":%q}`, url), key); code != http.StatusAccepted {
+			t.Fatalf("task %s: %d %s", key, code, b)
 		}
 	}
 	for i := range 8 {
@@ -74,40 +56,12 @@ func TestTaskClientCannotHoldEveryWorker(t *testing.T) {
 // with tasks.token_concurrency 1, one retry's round runs (held by a host
 // that never answers) and a second retry is refused 503 busy.
 func TestTaskClientRetriesWithinTokenConcurrency(t *testing.T) {
-	release := make(chan struct{})
-	var n, held atomic.Int32
-	tarpit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 { // each task's first round fails
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		held.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer tarpit.Close()
-	defer close(release)
+	tarpit, held, release := newTarpit(t, 2) // each task's first round fails
+	defer release()
 	const token = "tok-retrying-client-0123456789"
 	a := startApp(t, testConfig(t, fmt.Sprintf("tasks: {tokens: [%q], allow: [127.0.0.1], concurrency: 4, token_concurrency: 1, timeout: 60s, retries: 0, schedule: [1h]}\n",
 		token)))
-	do := func(method, path string, body []byte, key string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+a.Addr()+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, b
-	}
+	do := asClient(t, a, token)
 	var retry []string
 	for i := range 2 {
 		code, b := do(http.MethodPost, "/v1/tasks", fmt.Appendf(nil, `{"url":%q}`, tarpit.URL), fmt.Sprintf("k-%d", i))
@@ -133,4 +87,47 @@ func TestTaskClientRetriesWithinTokenConcurrency(t *testing.T) {
 	if code, b := do(http.MethodPost, retry[1], nil, ""); code != http.StatusServiceUnavailable || !strings.Contains(string(b), `"busy"`) {
 		t.Fatalf("second retry while the first runs: %d %s, want 503 busy", code, b)
 	}
+}
+
+// asClient sends requests to a's API with token (and key as the
+// Idempotency-Key unless empty), and returns the answer's status and body.
+func asClient(t *testing.T, a *App, token string) func(method, path string, body []byte, key string) (int, []byte) {
+	return func(method, path string, body []byte, key string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+a.Addr()+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, b
+	}
+}
+
+// newTarpit is a downstream that answers its first fail requests 500 and
+// holds every other one until release, counting those it holds.
+func newTarpit(t *testing.T, fail int32) (srv *httptest.Server, held *atomic.Int32, release func()) {
+	done := make(chan struct{})
+	var n atomic.Int32
+	held = new(atomic.Int32)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= fail {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		held.Add(1)
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	return srv, held, func() { once.Do(func() { close(done) }) }
 }

@@ -572,40 +572,13 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 	}
 	t.Cleanup(conn.Close)
 	js, _ := natsjs.New(conn)
-	replica := func(name string, reg prometheus.Registerer) (*store.Store, *cluster.Records) {
-		st := openStore(t)
-		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 3, TTL: time.Second,
-			JetStream: func() natsjs.JetStream { return js }, Poll: 50 * time.Millisecond, Registerer: reg}, testLog())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Stop(ctx) })
-		return st, r
-	}
+	cfg := cluster.RecordsConfig{Replicas: 3, TTL: time.Second, JetStream: func() natsjs.JetStream { return js },
+		Poll: 50 * time.Millisecond}
 	reg := prometheus.NewRegistry()
-	sta, ra := replica("a", nil)
-	stb, rb := replica("b", reg)
-	round := func(id string, version uint64) {
-		t.Helper()
-		ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
-		if _, err := sta.Claim(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
-		d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
-			State: store.StateSucceeded, LastStatus: 200}
-		if err := sta.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
-			store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: version}); err != nil {
-			t.Fatal(err)
-		}
-		ra.Notify()
-		gatewaytest.WaitFor(t, "a published "+id, 30*time.Second, func() (bool, string) {
-			n, _ := sta.CountRecordsOut(ctx)
-			return n == 0, fmt.Sprint(n, " waiting")
-		})
-	}
+	sta, ra := startRecords(t, "a", cfg)
+	cfg.Registerer = reg
+	stb, rb := startRecords(t, "b", cfg)
+	round := func(id string, version uint64) { t.Helper(); publishRound(t, sta, ra, id, version) }
 	applied := func(st *store.Store, id string) bool {
 		ds, _ := st.ListDeliveries(ctx, store.DeliveryFilter{EventID: id})
 		return len(ds) == 1
@@ -748,39 +721,11 @@ func testRecordsStreamMadeAnew(t *testing.T, away bool) {
 	}
 	t.Cleanup(conn.Close)
 	js, _ := natsjs.New(conn)
-	replica := func(name string) (*store.Store, *cluster.Records) {
-		st := openStore(t)
-		r, err := cluster.NewRecords(st, cluster.RecordsConfig{Gateway: name, Replicas: 1, TTL: time.Hour,
-			JetStream: func() natsjs.JetStream { return js }, Poll: 50 * time.Millisecond}, testLog())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Stop(ctx) })
-		return st, r
-	}
-	sta, ra := replica("a")
-	stb, rb := replica("b")
-	round := func(id string, version uint64) {
-		t.Helper()
-		ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
-		if _, err := sta.Claim(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
-		d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
-			State: store.StateSucceeded, LastStatus: 200}
-		if err := sta.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
-			store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: version}); err != nil {
-			t.Fatal(err)
-		}
-		ra.Notify()
-		gatewaytest.WaitFor(t, "a published "+id, 30*time.Second, func() (bool, string) {
-			n, _ := sta.CountRecordsOut(ctx)
-			return n == 0, fmt.Sprint(n, " waiting")
-		})
-	}
+	cfg := cluster.RecordsConfig{Replicas: 1, TTL: time.Hour, JetStream: func() natsjs.JetStream { return js },
+		Poll: 50 * time.Millisecond}
+	sta, ra := startRecords(t, "a", cfg)
+	stb, rb := startRecords(t, "b", cfg)
+	round := func(id string, version uint64) { t.Helper(); publishRound(t, sta, ra, id, version) }
 	applied := func(id string) bool {
 		ds, _ := stb.ListDeliveries(ctx, store.DeliveryFilter{EventID: id})
 		return len(ds) == 1
@@ -811,5 +756,44 @@ func testRecordsStreamMadeAnew(t *testing.T, away bool) {
 			}
 		}
 		return len(missing) == 0, fmt.Sprint("missing ", missing)
+	})
+}
+
+// startRecords starts gateway name's records (cfg, its Gateway set) on a
+// store of its own.
+func startRecords(t *testing.T, name string, cfg cluster.RecordsConfig) (*store.Store, *cluster.Records) {
+	t.Helper()
+	st := openStore(t)
+	cfg.Gateway = name
+	r, err := cluster.NewRecords(st, cfg, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return st, r
+}
+
+// publishRound stores event id on st with a succeeded round of version
+// (gateway a's), and waits until r published the round's record.
+func publishRound(t *testing.T, st *store.Store, r *cluster.Records, id string, version uint64) {
+	t.Helper()
+	ctx := context.Background()
+	ev := &store.Event{Source: "s", ID: id, Body: []byte("{}"), ReceivedAt: time.Now()}
+	if _, err := st.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "s", EventID: id, IdempotencyKey: "k" + id,
+		State: store.StateSucceeded, LastStatus: 200}
+	if err := st.RecordClusterRound(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}},
+		store.ClusterRound{Origin: "a", FirstAttempt: 1, Attempts: 1, Version: version}); err != nil {
+		t.Fatal(err)
+	}
+	r.Notify()
+	gatewaytest.WaitFor(t, "a published "+id, 30*time.Second, func() (bool, string) {
+		n, _ := st.CountRecordsOut(ctx)
+		return n == 0, fmt.Sprint(n, " waiting")
 	})
 }
