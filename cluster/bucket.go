@@ -61,11 +61,11 @@ func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
 	return out
 }
 
-// ensureBucket returns the bucket of cfg: created if there is none, else
-// updated where its ttl, replicas or history differ from cfg (logged).
-// If JetStream refuses the update, the bucket is returned as it is with
-// a *RefusedError.
-func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, log *slog.Logger) (natsjs.KeyValue, error) {
+// ensureBucket returns the bucket of cfg: created if there is none (its
+// revisions numbered from first, if not 0), else updated where its ttl,
+// replicas or history differ from cfg (logged). If JetStream refuses the
+// update, the bucket is returned as it is with a *RefusedError.
+func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, first uint64, log *slog.Logger) (natsjs.KeyValue, error) {
 	var kv natsjs.KeyValue
 	lookup := func() (err error) {
 		kv, err = js.KeyValue(ctx, cfg.Bucket)
@@ -73,7 +73,7 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	}
 	err := whileNoLeader(ctx, lookup)
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
+		kv, err = createBucket(ctx, js, cfg, first)
 		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			err = whileNoLeader(ctx, lookup) // another gateway made it meanwhile
 		} else if err == nil {
@@ -194,4 +194,64 @@ func (c *Claims) Check(ctx context.Context) error {
 // Check fails unless the bucket answers: found, with a leader.
 func (s *DeliveryState) Check(ctx context.Context) error {
 	return checkBucket(ctx, s.js(), s.cfg.Bucket)
+}
+
+// firstRevision is where a bucket made at now numbers its revisions from:
+// its time in milliseconds times 1024. That is past every revision of a
+// bucket of the same name made earlier (which would have needed more than
+// a million writes a second to get there), so versions the stores took
+// from a bucket since lost (its NATS storage gone, or deleted) stay below
+// those of the bucket made anew.
+func firstRevision(now time.Time) uint64 { return uint64(now.UnixMilli()) << 10 }
+
+// createBucket makes the bucket of cfg as nats.go's CreateKeyValue does
+// (the same stream), its revisions numbered from first (0: from 1).
+func createBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, first uint64) (natsjs.KeyValue, error) {
+	if first == 0 {
+		return js.CreateKeyValue(ctx, cfg)
+	}
+	scfg := kvStream(cfg)
+	scfg.FirstSeq = first
+	if _, err := js.CreateStream(ctx, scfg); err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, cfg.Bucket)
+}
+
+// kvStream is the stream nats.go's CreateKeyValue makes for cfg (without
+// mirrors, sources, compression or limit markers, which no bucket here
+// uses).
+func kvStream(cfg natsjs.KeyValueConfig) natsjs.StreamConfig {
+	history := int64(max(cfg.History, 1))
+	maxBytes, maxValue := cfg.MaxBytes, cfg.MaxValueSize
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	if maxValue == 0 {
+		maxValue = -1
+	}
+	dups := 2 * time.Minute
+	if cfg.TTL > 0 && cfg.TTL < dups {
+		dups = cfg.TTL
+	}
+	return natsjs.StreamConfig{
+		Name:              "KV_" + cfg.Bucket,
+		Description:       cfg.Description,
+		Subjects:          []string{"$KV." + cfg.Bucket + ".>"},
+		MaxMsgsPerSubject: history,
+		MaxBytes:          maxBytes,
+		MaxAge:            cfg.TTL,
+		MaxMsgSize:        maxValue,
+		Storage:           cfg.Storage,
+		Replicas:          max(cfg.Replicas, 1),
+		Placement:         cfg.Placement,
+		AllowRollup:       true,
+		DenyDelete:        true,
+		Duplicates:        dups,
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		AllowDirect:       true,
+		Discard:           natsjs.DiscardNew,
+		Metadata:          cfg.Metadata,
+	}
 }

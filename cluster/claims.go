@@ -175,7 +175,7 @@ func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 		Replicas:    c.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
 		History:     1,
-	}, c.cfg.Log)
+	}, 0, c.cfg.Log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster claims: bucket %s: %w", c.cfg.Bucket, err)
 	}

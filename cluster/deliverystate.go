@@ -270,7 +270,7 @@ func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 		TTL:         s.cfg.TTL,
 		Replicas:    s.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, s.log)
+	}, firstRevision(s.now()), s.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
 	}
@@ -333,7 +333,7 @@ func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bo
 	c := &claim{}
 	s.held[key] = c
 	s.mu.Unlock()
-	err := s.claim(ctx, k.Route, key, k.Fresh, c)
+	err := s.claim(ctx, k, key, c)
 	s.mu.Lock()
 	lvl := s.failing.level(err, s.now())
 	if err != nil {
@@ -385,7 +385,8 @@ var errLeased = errors.New("cluster: a round runs under another lease")
 // claim writes this process's lease on key into c.
 // With fresh (see outbound.DeliveryKey) it first tries to create the
 // entry.
-func (s *DeliveryState) claim(ctx context.Context, route, key string, fresh bool, c *claim) error {
+func (s *DeliveryState) claim(ctx context.Context, k outbound.DeliveryKey, key string, c *claim) error {
+	route, fresh := k.Route, k.Fresh
 	kv, err := s.bucket(ctx)
 	if err != nil {
 		return err
@@ -421,6 +422,14 @@ func (s *DeliveryState) claim(ctx context.Context, route, key string, fresh bool
 	}
 	next := cur
 	next.Owner, next.Lease = s.cfg.Owner, now.Add(s.leaseOf(route)).UnixMilli()
+	if !found {
+		// No entry for a delivery this store may have rounds of (the
+		// bucket made anew, or the entry past its ttl): the count goes on
+		// from this store's, so its attempts keep their numbers.
+		if local, err := s.local.DeliveryStatus(ctx, k.Route, k.Seq, k.Source, k.EventID); err == nil {
+			next.Attempts, next.Rounds = local.Attempts, local.Rounds
+		}
+	}
 	data, err := json.Marshal(next)
 	if err != nil {
 		return err

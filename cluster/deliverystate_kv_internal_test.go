@@ -1,0 +1,260 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+	"github.com/hookgate/hookgate/outbound"
+	"github.com/hookgate/hookgate/store"
+)
+
+// lostAnswerKV commits the next Update, then answers as if the answer was
+// lost (a timeout), as when a connection drops after the server wrote.
+type lostAnswerKV struct {
+	natsjs.KeyValue
+	armed bool
+	// stale reads answer the entry as it was before the write, as a
+	// replica behind the leader may.
+	stale  int
+	before natsjs.KeyValueEntry
+}
+
+func (k *lostAnswerKV) Get(ctx context.Context, key string) (natsjs.KeyValueEntry, error) {
+	if k.stale > 0 && k.before != nil {
+		k.stale--
+		return k.before, nil
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+func (k *lostAnswerKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if k.armed {
+		k.armed = false
+		if e, err := k.KeyValue.Get(ctx, key); err == nil {
+			k.before = e
+		}
+		if _, err := k.KeyValue.Update(ctx, key, value, rev); err != nil {
+			return 0, err
+		}
+		return 0, context.DeadlineExceeded
+	}
+	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+// A round's outcome whose write was committed but whose answer was lost
+// is the round's own when the next try meets it, also when the first
+// reads come from a replica behind: the round is recorded with its
+// version and its record goes to the other gateways, not taken as fenced
+// by another gateway's write.
+func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
+	for _, stale := range []int{0, 2} {
+		t.Run(fmt.Sprintf("%d stale reads", stale), func(t *testing.T) { testOutcomeWithLostAnswer(t, stale) })
+	}
+}
+
+func testOutcomeWithLostAnswer(t *testing.T, stale int) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := NewDeliveryState(func() natsjs.JetStream { return js }, st,
+		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
+	if err := s.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv := &lostAnswerKV{KeyValue: s.kv, stale: stale}
+	s.kv = kv
+	seq, _, err := st.AdoptEvent(ctx, &store.Event{Source: "s", ID: "e1", Type: "t", Body: []byte("{}")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1", Fresh: true}
+	if !s.TryClaim(ctx, k) {
+		t.Fatal("no claim")
+	}
+	kv.armed = true
+	d := &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
+		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateSucceeded, LastStatus: 200}
+	if err := s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
+		t.Fatalf("Record = %v, want nil: the write that met a mismatch was the round's own", err)
+	}
+	s.Release(k)
+	if n, err := st.CountRecordsOut(ctx); err != nil || n != 1 {
+		t.Fatalf("records waiting for the other gateways = %d, %v; want the round's 1", n, err)
+	}
+	got, err := st.DeliveryStatus(ctx, "r", seq, "s", "e1")
+	if err != nil || got.State != store.StateSucceeded || got.Attempts != 1 {
+		t.Fatalf("the store's delivery = %+v, %v; want succeeded after 1 attempt", got, err)
+	}
+}
+
+// HOOKGATE_DELIVERIES made anew (its NATS storage lost, or deleted)
+// numbers its revisions past every one of the bucket before, so the
+// versions the stores took from the old one stay below the new rounds'.
+func TestDeliveriesBucketMadeAnewRevisionsGoOn(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	write := func(at time.Time) uint64 {
+		t.Helper()
+		s := NewDeliveryState(func() natsjs.JetStream { return js }, st, DeliveryStateConfig{Owner: "gw-a"}, log)
+		s.now = func() time.Time { return at }
+		if err := s.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rev, err := s.kv.Put(ctx, DeliveryKey("r", "s", "e1"), []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	before := write(now)
+	if err := js.DeleteKeyValue(ctx, DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	after := write(now.Add(time.Millisecond))
+	if after <= before {
+		t.Fatalf("revision in the bucket made anew %d, want past %d (the bucket before)", after, before)
+	}
+}
+
+// createBucket with a first revision makes the stream nats.go's
+// CreateKeyValue makes, but for its first sequence.
+func TestCreateBucketAsCreateKeyValue(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(kv natsjs.KeyValue) natsjs.StreamConfig {
+		t.Helper()
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := st.(*natsjs.KeyValueBucketStatus).StreamInfo().Config
+		c.Name, c.Subjects, c.FirstSeq = "", nil, 0
+		return c
+	}
+	for _, cfg := range []natsjs.KeyValueConfig{
+		{Description: "d", History: 1, TTL: time.Hour, Storage: natsjs.FileStorage},
+		{History: 3, TTL: time.Minute, Storage: natsjs.MemoryStorage, MaxBytes: 1 << 20, MaxValueSize: 1024},
+	} {
+		cfg.Bucket = "LIBRARY"
+		want, err := js.CreateKeyValue(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Bucket = "OURS"
+		got, err := createBucket(ctx, js, cfg, firstRevision(time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := config(got), config(want); !reflect.DeepEqual(g, w) {
+			t.Errorf("stream of %+v:\n got %+v\nwant %+v", cfg, g, w)
+		}
+		for _, b := range []string{"LIBRARY", "OURS"} {
+			if err := js.DeleteKeyValue(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A delivery with rounds in this store and no entry in the bucket (made
+// anew, or the entry past its ttl) goes on numbering its attempts from the
+// store's: a round's attempts are kept, not dropped as ones it has.
+func TestClaimWithoutEntryGoesOnFromStore(t *testing.T) {
+	ctx := context.Background()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := NewDeliveryState(func() natsjs.JetStream { return js }, st, DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
+	if err := s.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seq, _, err := st.AdoptEvent(ctx, &store.Event{Source: "s", ID: "e1", Type: "t", Body: []byte("{}")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
+		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateRetrying, Rounds: 1, LastStatus: 500}
+	three := []store.Attempt{{StartedAt: time.Now(), Status: 500}, {StartedAt: time.Now(), Status: 500}, {StartedAt: time.Now(), Status: 500}}
+	if err := st.RecordClusterRound(ctx, d, three, store.ClusterRound{Origin: "gw-a", FirstAttempt: 1, Attempts: 3, Version: 9}); err != nil {
+		t.Fatal(err)
+	}
+	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1"} // a redelivery: no entry in the bucket
+	if !s.TryClaim(ctx, k) {
+		t.Fatal("no claim")
+	}
+	d = &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
+		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateSucceeded, Rounds: 2, LastStatus: 200}
+	if err := s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(k)
+	got, err := st.Attempts(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[3].Attempt != 4 || got[3].Status != 200 {
+		t.Fatalf("attempts %+v, want 4, the last (200) numbered 4", got)
+	}
+}
