@@ -42,6 +42,9 @@ type Store interface {
 // Retrier runs a delivery again now.
 type Retrier interface {
 	Retry(ctx context.Context, id string) (*store.Delivery, error)
+	// RetryForTaskClient is Retry asked by a task client, within its
+	// token's share of the task workers.
+	RetryForTaskClient(ctx context.Context, id string) (*store.Delivery, error)
 	Replayer
 }
 
@@ -370,7 +373,11 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 10*time.Second)
 	defer cancel()
-	d, err = h.engine.Retry(ctx, d.UID)
+	retry := h.engine.Retry
+	if caller, _ := CallerOf(c); !caller.Operator {
+		retry = h.engine.RetryForTaskClient
+	}
+	d, err = retry(ctx, d.UID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return httperror.New(http.StatusNotFound, "not_found", "no such delivery")

@@ -333,7 +333,7 @@ func (s *DeliveryState) TryClaim(ctx context.Context, k outbound.DeliveryKey) bo
 	c := &claim{}
 	s.held[key] = c
 	s.mu.Unlock()
-	err := s.claim(ctx, k, key, c)
+	err := s.claim(ctx, k.Route, key, k.Fresh, c)
 	s.mu.Lock()
 	lvl := s.failing.level(err, s.now())
 	if err != nil {
@@ -385,8 +385,7 @@ var errLeased = errors.New("cluster: a round runs under another lease")
 // claim writes this process's lease on key into c.
 // With fresh (see outbound.DeliveryKey) it first tries to create the
 // entry.
-func (s *DeliveryState) claim(ctx context.Context, k outbound.DeliveryKey, key string, c *claim) error {
-	route, fresh := k.Route, k.Fresh
+func (s *DeliveryState) claim(ctx context.Context, route, key string, fresh bool, c *claim) error {
 	kv, err := s.bucket(ctx)
 	if err != nil {
 		return err
@@ -422,14 +421,6 @@ func (s *DeliveryState) claim(ctx context.Context, k outbound.DeliveryKey, key s
 	}
 	next := cur
 	next.Owner, next.Lease = s.cfg.Owner, now.Add(s.leaseOf(route)).UnixMilli()
-	if !found {
-		// No entry for a delivery this store may have rounds of (the
-		// bucket made anew, or the entry past its ttl): the count goes on
-		// from this store's, so its attempts keep their numbers.
-		if local, err := s.local.DeliveryStatus(ctx, k.Route, k.Seq, k.Source, k.EventID); err == nil {
-			next.Attempts, next.Rounds = local.Attempts, local.Rounds
-		}
-	}
 	data, err := json.Marshal(next)
 	if err != nil {
 		return err
@@ -578,6 +569,15 @@ func (s *DeliveryState) Status(ctx context.Context, route string, seq int64, sou
 		}
 	}
 	if rec.State == "" {
+		if held && lerr == nil && local.Attempts > rec.Attempts {
+			// No round in the cluster for a delivery this store has rounds
+			// of (the bucket made anew, or its entry past its ttl): the
+			// round's count goes on from the store's, so its attempts keep
+			// their numbers.
+			s.mu.Lock()
+			c.rec.Attempts, c.rec.Rounds = local.Attempts, local.Rounds
+			s.mu.Unlock()
+		}
 		return local, lerr
 	}
 	if held && s.cfg.Replica != nil && orphaned(rec, local, lerr) {
@@ -733,7 +733,8 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 // ownWrite tells, after a try without an answer, whether key's entry past
 // rev is rec (that try's write, committed: its revision) or another's
 // (ErrFenced). A read may come from a replica behind the leader, so one
-// that is not past rev is made again until deadline.
+// that is not past rev is made again until deadline; then the error says
+// neither.
 func (s *DeliveryState) ownWrite(ctx context.Context, key string, rec record, rev uint64, deadline time.Time) (uint64, error) {
 	for {
 		cur, crev, found, err := s.get(ctx, key)
@@ -744,7 +745,9 @@ func (s *DeliveryState) ownWrite(ctx context.Context, key string, rec record, re
 			return 0, ErrFenced
 		}
 		if s.now().After(deadline) || !sleep(ctx, claimPoll) {
-			return 0, ErrFenced
+			// Not known whose: the round stays to be written at its
+			// release (release, mine), which tells.
+			return 0, fmt.Errorf("cluster: write delivery state: the entry's writer cannot be told yet: %w", natsjs.ErrKeyRevisionMismatch)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,13 +57,22 @@ func (k *lostAnswerKV) Update(ctx context.Context, key string, value []byte, rev
 // reads come from a replica behind: the round is recorded with its
 // version and its record goes to the other gateways, not taken as fenced
 // by another gateway's write.
+//
+// Stale reads past the round's wait leave it unknown whose the entry is:
+// Record fails without taking the lease as lost, and Release, which reads
+// again, records it.
 func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
-	for _, stale := range []int{0, 2} {
-		t.Run(fmt.Sprintf("%d stale reads", stale), func(t *testing.T) { testOutcomeWithLostAnswer(t, stale) })
+	for _, c := range []struct {
+		stale int
+		wait  time.Duration
+	}{{0, 0}, {2, 0}, {3, 400 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("%d stale reads, wait %v", c.stale, c.wait), func(t *testing.T) {
+			testOutcomeWithLostAnswer(t, c.stale, c.wait)
+		})
 	}
 }
 
-func testOutcomeWithLostAnswer(t *testing.T, stale int) {
+func testOutcomeWithLostAnswer(t *testing.T, stale int, wait time.Duration) {
 	ctx := context.Background()
 	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
 	nc, err := nats.Connect(srv.ClientURL())
@@ -81,7 +91,7 @@ func testOutcomeWithLostAnswer(t *testing.T, stale int) {
 	}
 	defer st.Close()
 	s := NewDeliveryState(func() natsjs.JetStream { return js }, st,
-		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
+		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a", Wait: wait}, log)
 	if err := s.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +108,12 @@ func testOutcomeWithLostAnswer(t *testing.T, stale int) {
 	kv.armed = true
 	d := &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
 		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateSucceeded, LastStatus: 200}
-	if err := s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
-		t.Fatalf("Record = %v, want nil: the write that met a mismatch was the round's own", err)
+	err = s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 200}})
+	switch {
+	case errors.Is(err, ErrFenced):
+		t.Fatalf("Record = %v: the write that met a mismatch was the round's own", err)
+	case err != nil && wait == 0:
+		t.Fatalf("Record = %v, want nil", err)
 	}
 	s.Release(k)
 	if n, err := st.CountRecordsOut(ctx); err != nil || n != 1 {
@@ -207,8 +221,15 @@ func TestCreateBucketAsCreateKeyValue(t *testing.T) {
 
 // A delivery with rounds in this store and no entry in the bucket (made
 // anew, or the entry past its ttl) goes on numbering its attempts from the
-// store's: a round's attempts are kept, not dropped as ones it has.
+// store's, its first delivery or not: a round's attempts are kept, not
+// dropped as ones it has.
 func TestClaimWithoutEntryGoesOnFromStore(t *testing.T) {
+	for _, fresh := range []bool{false, true} { // fresh: the events stream lost too, the event published again
+		t.Run(fmt.Sprintf("fresh %v", fresh), func(t *testing.T) { testClaimWithoutEntry(t, fresh) })
+	}
+}
+
+func testClaimWithoutEntry(t *testing.T, fresh bool) {
 	ctx := context.Background()
 	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
 	nc, err := nats.Connect(srv.ClientURL())
@@ -240,9 +261,12 @@ func TestClaimWithoutEntryGoesOnFromStore(t *testing.T) {
 	if err := st.RecordClusterRound(ctx, d, three, store.ClusterRound{Origin: "gw-a", FirstAttempt: 1, Attempts: 3, Version: 9}); err != nil {
 		t.Fatal(err)
 	}
-	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1"} // a redelivery: no entry in the bucket
+	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1", Fresh: fresh} // no entry in the bucket
 	if !s.TryClaim(ctx, k) {
 		t.Fatal("no claim")
+	}
+	if got, err := s.Status(ctx, "r", seq, "s", "e1"); err != nil || got.Attempts != 3 { // as a round does first
+		t.Fatalf("status %+v, %v; want the store's 3 attempts", got, err)
 	}
 	d = &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
 		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateSucceeded, Rounds: 2, LastStatus: 200}

@@ -36,9 +36,9 @@ func (e *Engine) RetryBatch(ctx context.Context, ids []string) (int, error) {
 			break
 		}
 		wg.Add(1)
-		_, rerr := e.retry(ctx, id, func() { <-slots; wg.Done() })
+		_, rerr := e.retry(ctx, id, false, func() { <-slots; wg.Done() })
 		for errors.Is(rerr, ErrBusy) && sleep(ctx, time.Second) { // room comes as rounds end
-			_, rerr = e.retry(ctx, id, func() { <-slots; wg.Done() })
+			_, rerr = e.retry(ctx, id, false, func() { <-slots; wg.Done() })
 		}
 		if rerr == nil {
 			n++

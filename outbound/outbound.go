@@ -305,12 +305,20 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // operator's round queued already is not queued twice (ErrRoundQueued).
 // id is the delivery's API ID (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
-	return e.retry(ctx, id, nil)
+	return e.retry(ctx, id, false, nil)
 }
 
-// retry is Retry; done, when not nil, is called once the round is over
-// (only when retry returns nil).
-func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Delivery, error) {
+// RetryForTaskClient is Retry asked by a task client (of its own task's
+// delivery): at most the task route's per-token slots of its scope are
+// queued at once (ErrBusy), so its retries take no more room than its
+// tasks' rounds. An operator's retries wait for the slots, not in line.
+func (e *Engine) RetryForTaskClient(ctx context.Context, id string) (*store.Delivery, error) {
+	return e.retry(ctx, id, true, nil)
+}
+
+// retry is Retry (client: RetryForTaskClient); done, when not nil, is
+// called once the round is over (only when retry returns nil).
+func (e *Engine) retry(ctx context.Context, id string, client bool, done func()) (*store.Delivery, error) {
 	d, err := e.retrys.DeliveryByUID(ctx, id)
 	if err != nil {
 		return nil, err
@@ -336,7 +344,7 @@ func (e *Engine) retry(ctx context.Context, id string, done func()) (*store.Deli
 	if e.abort == nil {
 		return d, ErrNotRunning
 	}
-	if err := e.manualRoom(r, env.key(r), scope); err != nil {
+	if err := e.manualRoom(r, env.key(r), scope, client); err != nil {
 		return d, err
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
@@ -365,16 +373,16 @@ func identity(ev *store.Event) envelope {
 
 // manualRoom is nil if an operator's round of k may be queued: none is
 // for k already (ErrRoundQueued), fewer than MaxManualRounds in all, and
-// for a task fewer than its route's per-token slots of its scope (ErrBusy:
-// a task client's retries cannot take more room than its tasks' rounds).
-// Called with e.mu held.
-func (e *Engine) manualRoom(r *route, k DeliveryKey, scope string) error {
+// for a task client (client) fewer than the task route's per-token slots
+// of its scope (ErrBusy: its retries cannot take more room than its
+// tasks' rounds). Called with e.mu held.
+func (e *Engine) manualRoom(r *route, k DeliveryKey, scope string, client bool) error {
 	switch {
 	case e.manual[k]:
 		return ErrRoundQueued
 	case len(e.manual) >= MaxManualRounds:
 		return ErrBusy
-	case r.scopes != nil && e.manualScopes[scope] >= r.scopes.most:
+	case client && r.scopes != nil && e.manualScopes[scope] >= r.scopes.most:
 		return ErrBusy
 	}
 	return nil
@@ -441,11 +449,21 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 		return
 	}
 	cur, err := e.state.Status(e.roundCtx, r.cfg.Name, ev.seq, ev.source, ev.id)
+	asked := prev
 	prev, run := manualFrom(prev, cur, err, resend)
 	if !run {
+		// The retry's reset to pending is undone: to the success found,
+		// or to the state it was asked on.
+		state := asked.State
 		if err != nil {
 			e.log.Warn("operator retry skipped: delivery state unavailable", "route", r.cfg.Name,
 				"source", ev.source, "event_id", ev.id, "err", err)
+		} else {
+			state = cur.State
+		}
+		if _, serr := e.retrys.SetDeliveryState(e.roundCtx, asked.ID, state); serr != nil {
+			e.log.Warn("cannot undo an operator retry's reset to pending", "route", r.cfg.Name,
+				"source", ev.source, "event_id", ev.id, "state", state, "err", serr)
 		}
 		return
 	}

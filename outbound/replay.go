@@ -51,7 +51,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		return nil, ErrNotRunning
 	}
 	for i, r := range targets {
-		if err := e.manualRoom(r, env.key(r), scopes[i]); err != nil {
+		if err := e.manualRoom(r, env.key(r), scopes[i], false); err != nil {
 			return nil, err
 		}
 		if len(e.manual)+i >= MaxManualRounds {
