@@ -205,6 +205,14 @@ func (r *Relay) round(ctx context.Context, st *runState, tick <-chan time.Time) 
 		err = r.recheckStream(ctx, st)
 	}
 	if !st.prepared {
+		if len(r.unmarked) > 0 {
+			// Acks of the stream before (created anew, or repaired): their
+			// events are not in this one; they stay in the outbox and are
+			// published to it.
+			r.log.Warn("outbox relay: acks of the stream before are not recorded; their events are published to the new one",
+				"events", len(r.unmarked))
+			r.unmarked = r.unmarked[:0]
+		}
 		st.preparedFor, err = r.prepare(ctx)
 		st.prepared = err == nil
 	}
