@@ -35,6 +35,9 @@ const (
 
 var funcs = template.FuncMap{
 	"path": url.PathEscape,
+	// query escapes a value in a query string: hx-get and hx-post are
+	// not URL attributes to html/template, which only HTML-escapes them.
+	"query": url.QueryEscape,
 	"list": func() []string { return []string{"", "pending", "retrying", "succeeded", "dead"} },
 	"time": func(t time.Time) string {
 		if t.IsZero() {
@@ -274,17 +277,63 @@ func (c *Console) event(ctx *fiber.Ctx) error {
 	})
 }
 
-// prettyBody returns the body to show: indented when it is JSON, as text
-// when it is UTF-8, else base64; at most bodyShown bytes.
+// prettyBody returns the body to show: indented when it is JSON (and its
+// indented form stays within maxIndented), as text when it is UTF-8, else
+// base64; at most bodyShown bytes.
 func prettyBody(b []byte) (string, string) {
 	var out bytes.Buffer
-	if json.Valid(b) && json.Indent(&out, b, "", "  ") == nil {
+	if json.Valid(b) && indentedSize(b, len(indentBy)) <= maxIndented && json.Indent(&out, b, "", indentBy) == nil {
 		return truncate(out.String()), "json"
 	}
 	if utf8.Valid(b) {
 		return truncate(string(b)), "text"
 	}
 	return truncate(base64.StdEncoding.EncodeToString(b)), "base64"
+}
+
+const (
+	indentBy = "  "
+	// maxIndented bounds the indented form of a body: a sender's body of
+	// many items nested thousands deep indents to thousands of times its
+	// size (each item on a line as deep as it is).
+	maxIndented = 4 << 20
+)
+
+// indentedSize is at most what json.Indent makes of the JSON b, indent
+// bytes a level: a line break and the depth's indentation after each
+// opening bracket and comma and before each closing one, a space after
+// each colon.
+func indentedSize(b []byte, indent int) int {
+	size, depth := len(b), 0
+	inString, escaped := false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			size += 1 + depth*indent
+		case '}', ']':
+			depth--
+			size += 1 + depth*indent
+		case ',':
+			size += 1 + depth*indent
+		case ':':
+			size++
+		}
+	}
+	return size
 }
 
 func truncate(s string) string {
