@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -214,5 +215,36 @@ func TestPaging(t *testing.T) {
 	last := ids.FindAllStringSubmatch(page, -1)
 	if a.StatusCode != 200 || len(last) != 1 || seen[last[0][1]] || len(seen) != 100 {
 		t.Fatalf("second page (%d bytes of URL): %d, %d on the first\n%s", len(next), a.StatusCode, len(seen), page)
+	}
+}
+
+// An event link of the console opens that event, whatever its ID holds
+// (a sender's "victim&id=other" opened "victim"; "a+b" opened nothing).
+func TestEventLinksEscaped(t *testing.T) {
+	g := startGateway(t)
+	ids := []string{"victim", "victim&id=other", "a+b", "100%", "x#y"}
+	for i, id := range ids {
+		g.post(t, fmt.Sprintf(`{"id":%q,"type":"t","n":%d}`, id, i))
+	}
+	_, list := g.get(t, opToken, "/console/f/events?source=shop")
+	links := regexp.MustCompile(`class="event-link" hx-get="([^"]*)"`).FindAllStringSubmatch(list, -1)
+	if len(links) != len(ids) {
+		t.Fatalf("%d event links, want %d", len(links), len(ids))
+	}
+	shown := regexp.MustCompile(`<span id="event-id">([^<]*)</span>`)
+	seen := map[string]bool{}
+	for _, m := range links {
+		link := html.UnescapeString(m[1]) // what htmx requests
+		resp, page := g.get(t, opToken, link)
+		got := shown.FindStringSubmatch(page)
+		if resp.StatusCode != 200 || got == nil {
+			t.Fatalf("link %q: %d, no event shown", link, resp.StatusCode)
+		}
+		seen[html.UnescapeString(got[1])] = true
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			t.Errorf("no link opens %q (opened %v)", id, seen)
+		}
 	}
 }

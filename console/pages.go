@@ -38,7 +38,7 @@ var funcs = template.FuncMap{
 	// query escapes a value in a query string: hx-get and hx-post are
 	// not URL attributes to html/template, which only HTML-escapes them.
 	"query": url.QueryEscape,
-	"list": func() []string { return []string{"", "pending", "retrying", "succeeded", "dead"} },
+	"list":  func() []string { return []string{"", "pending", "retrying", "succeeded", "dead"} },
 	"time": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
