@@ -74,22 +74,7 @@ func TestOutcomeWithLostAnswerIsOwn(t *testing.T) {
 
 func testOutcomeWithLostAnswer(t *testing.T, stale int, wait time.Duration) {
 	ctx := context.Background()
-	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	js, st, log := kvFixture(t)
 	s := NewDeliveryState(func() natsjs.JetStream { return js }, st,
 		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a", Wait: wait}, log)
 	if err := s.Ensure(ctx); err != nil {
@@ -130,22 +115,7 @@ func testOutcomeWithLostAnswer(t *testing.T, stale int, wait time.Duration) {
 // versions the stores took from the old one stay below the new rounds'.
 func TestDeliveriesBucketMadeAnewRevisionsGoOn(t *testing.T) {
 	ctx := context.Background()
-	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	js, st, log := kvFixture(t)
 	now := time.Now()
 	write := func(at time.Time) uint64 {
 		t.Helper()
@@ -174,16 +144,7 @@ func TestDeliveriesBucketMadeAnewRevisionsGoOn(t *testing.T) {
 // CreateKeyValue makes, but for its first sequence.
 func TestCreateBucketAsCreateKeyValue(t *testing.T) {
 	ctx := context.Background()
-	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, _, _ := kvFixture(t)
 	config := func(kv natsjs.KeyValue) natsjs.StreamConfig {
 		t.Helper()
 		st, err := kv.Status(ctx)
@@ -231,22 +192,7 @@ func TestClaimWithoutEntryGoesOnFromStore(t *testing.T) {
 
 func testClaimWithoutEntry(t *testing.T, fresh bool) {
 	ctx := context.Background()
-	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	js, st, log := kvFixture(t)
 	s := NewDeliveryState(func() natsjs.JetStream { return js }, st, DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
 	if err := s.Ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -281,4 +227,27 @@ func testClaimWithoutEntry(t *testing.T, fresh bool) {
 	if len(got) != 4 || got[3].Attempt != 4 || got[3].Status != 200 {
 		t.Fatalf("attempts %+v, want 4, the last (200) numbered 4", got)
 	}
+}
+
+// kvFixture is a NATS server of the test's own with JetStream, and a
+// store.
+func kvFixture(t *testing.T) (natsjs.JetStream, *store.Store, *slog.Logger) {
+	t.Helper()
+	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return js, st, log
 }

@@ -3,13 +3,11 @@ package relay
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -47,16 +45,7 @@ func (o *owedAll) questions() []int64 {
 // sequence.
 func TestRelayRecoversWhatTheStreamLost(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := jetstream.Connect(ctx, jetstream.Config{StoreDir: t.TempDir(), Retention: "limits"}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	st, b := storeAndBroker(t)
 	outboxEmpty := func() (bool, string) {
 		_, n, err := st.Counts(ctx)
 		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)

@@ -300,16 +300,7 @@ func (p *claimingPublisher) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, 
 // The relay publishes through its Publisher.
 func TestRelayPublishesThroughPublisher(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := jetstream.Connect(ctx, jetstream.Config{StoreDir: t.TempDir(), Retention: "limits"}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	st, b := storeAndBroker(t)
 	pub := &claimingPublisher{Broker: b}
 	r := New(st, b, Config{Poll: 20 * time.Millisecond, Publisher: pub}, quietLog())
 	for i := range 5 {
@@ -328,4 +319,22 @@ func TestRelayPublishesThroughPublisher(t *testing.T) {
 			t.Errorf("evt_%d was published without going through the Publisher", i)
 		}
 	}
+}
+
+// storeAndBroker is a store in the test's directory and an embedded
+// broker keeping every message (limits retention).
+func storeAndBroker(t *testing.T) (*store.Store, *jetstream.Broker) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := jetstream.Connect(ctx, jetstream.Config{StoreDir: t.TempDir(), Retention: "limits"}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return st, b
 }

@@ -3,12 +3,8 @@ package relay
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/hookgate/hookgate/jetstream"
-	"github.com/hookgate/hookgate/store"
 )
 
 // Acks the store could not record, of a stream then created anew (a
@@ -16,16 +12,7 @@ import (
 // their events stay in the outbox and are published to the new stream.
 func TestUnmarkedAcksOfStreamBeforeDropped(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b, err := jetstream.Connect(ctx, jetstream.Config{StoreDir: t.TempDir(), Retention: "limits"}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	st, b := storeAndBroker(t)
 	ob := &refusingOutbox{Store: st}
 	owed := &owedAll{st: st, done: map[int64]bool{}}
 	r := New(ob, b, Config{Poll: time.Hour, Recovery: &Recovery{Store: st, Owed: owed}}, quietLog())
