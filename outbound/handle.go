@@ -80,7 +80,8 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 		return nakFor(stateRetry), held, false
 	}
 	md, mderr := msg.Metadata()
-	if r.scopes != nil && r.scopes.full(e.taskScope(ctx, ev.id)) {
+	scope := e.manualScope(ctx, r, ev) // a task's token scope
+	if r.scopes != nil && r.scopes.full(scope) {
 		// Before the claim: a client's backlog costs a lookup, no more.
 		var n uint64
 		if mderr == nil {
@@ -115,12 +116,13 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 		}
 		prev, err = e.state.Status(ctx, r.cfg.Name, ev.seq, ev.source, ev.id)
 	}
-	return e.runDue(ctx, r, ev, msg, prev, err), k, true
+	return e.runDue(ctx, r, ev, scope, msg, prev, err), k, true
 }
 
 // runDue runs a round of ev if its stored status (prev, or the read's
-// err) says one is due and the route's breaker lets it.
-func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.Msg, prev store.DeliveryStatus, err error) action {
+// err) says one is due, the route's breaker lets it and (a task) its
+// token's scope has a slot.
+func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, scope string, msg natsjs.Msg, prev store.DeliveryStatus, err error) action {
 	now := time.Now()
 	if run, act := admit(prev, err, now); !run {
 		return act
@@ -129,7 +131,6 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 		return act
 	}
 	if r.scopes != nil {
-		scope := e.taskScope(ctx, ev.id)
 		if !r.scopes.take(scope) {
 			return nakFor(scopeBusyRetry)
 		}
@@ -146,16 +147,6 @@ func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, msg natsjs.M
 	keep.stop()
 	r.breaker.record(t, d.health, time.Now())
 	return d.then
-}
-
-// taskScope is the token scope that submitted task id, "" if unknown here
-// (in cluster mode, before the task's record came).
-func (e *Engine) taskScope(ctx context.Context, id string) string {
-	scope, err := e.scopes.TaskScope(ctx, id)
-	if err != nil {
-		return ""
-	}
-	return scope
 }
 
 // messageEnvelope reads the event a message carries; ok is false (and

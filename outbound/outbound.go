@@ -130,11 +130,9 @@ type Engine struct {
 	inflight sync.WaitGroup
 	started  bool
 	// manual holds the deliveries with an operator's round (a retry or
-	// a replay) queued or running: one each, MaxManualRounds in all, and
-	// of tasks at most the route's per-token slots for one scope
-	// (manualScopes, by scope).
-	manual       map[DeliveryKey]bool
-	manualScopes map[string]int
+	// a replay) queued or running: one each, MaxManualRounds in all (of
+	// tasks, also counted in the task route's queued).
+	manual map[DeliveryKey]bool
 }
 
 // MaxManualRounds is the most operators' rounds (retries and replays)
@@ -334,10 +332,10 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 	if err != nil {
 		return d, err
 	}
-	if _, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body); !ok {
-		return d, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	env, err := identity(ev)
+	if err != nil {
+		return d, err
 	}
-	env := identity(ev)
 	scope := e.manualScope(ctx, r, env)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -357,18 +355,28 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 	return d, nil
 }
 
-// manualScope is the token scope of ev's task if r is the task route.
+// manualScope is the token scope that submitted ev if r is the task
+// route ("" if unknown here: in cluster mode, before the task's record
+// came); "" on other routes.
 func (e *Engine) manualScope(ctx context.Context, r *route, ev envelope) string {
 	if r.scopes == nil {
 		return ""
 	}
-	return e.taskScope(ctx, ev.id)
+	scope, err := e.scopes.TaskScope(ctx, ev.id)
+	if err != nil {
+		return ""
+	}
+	return scope
 }
 
-// identity is ev without its body: what an operator's round holds while
-// it waits (manualRound reads the event again once it runs).
-func identity(ev *store.Event) envelope {
-	return envelope{seq: ev.Seq, source: ev.Source, id: ev.ID, typ: ev.Type}
+// identity is ev without its body, or an error if ev cannot be delivered:
+// what an operator's round holds while it waits (manualRound reads the
+// event again once it runs).
+func identity(ev *store.Event) (envelope, error) {
+	if _, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body); !ok {
+		return envelope{}, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	}
+	return envelope{seq: ev.Seq, source: ev.Source, id: ev.ID, typ: ev.Type}, nil
 }
 
 // manualRoom is nil if an operator's round of k may be queued: none is
@@ -382,7 +390,7 @@ func (e *Engine) manualRoom(r *route, k DeliveryKey, scope string, client bool) 
 		return ErrRoundQueued
 	case len(e.manual) >= MaxManualRounds:
 		return ErrBusy
-	case client && r.scopes != nil && e.manualScopes[scope] >= r.scopes.most:
+	case client && r.queued != nil && r.queued.full(scope):
 		return ErrBusy
 	}
 	return nil
@@ -394,11 +402,11 @@ func (e *Engine) manualRoom(r *route, k DeliveryKey, scope string, client bool) 
 func (e *Engine) startManual(r *route, ev envelope, scope string, prev store.DeliveryStatus, resend bool, done func()) {
 	k := ev.key(r)
 	if e.manual == nil {
-		e.manual, e.manualScopes = map[DeliveryKey]bool{}, map[string]int{}
+		e.manual = map[DeliveryKey]bool{}
 	}
 	e.manual[k] = true
-	if r.scopes != nil {
-		e.manualScopes[scope]++
+	if r.queued != nil {
+		r.queued.add(scope)
 	}
 	e.inflight.Add(1)
 	go func() {
@@ -409,12 +417,10 @@ func (e *Engine) startManual(r *route, ev envelope, scope string, prev store.Del
 		defer func() {
 			e.mu.Lock()
 			delete(e.manual, k)
-			if r.scopes != nil {
-				if e.manualScopes[scope]--; e.manualScopes[scope] <= 0 {
-					delete(e.manualScopes, scope)
-				}
-			}
 			e.mu.Unlock()
+			if r.queued != nil {
+				r.queued.give(scope)
+			}
 		}()
 		e.manualRound(r, ev, scope, prev, resend)
 	}()

@@ -33,10 +33,10 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, ev.ContentType, ev.Body); !ok {
-		return nil, fmt.Errorf("event %s/%s is not deliverable", ev.Source, ev.ID)
+	env, err := identity(ev)
+	if err != nil {
+		return nil, err
 	}
-	env := identity(ev)
 	targets, err := e.replayTargets(ev, routeName)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,8 @@ type route struct {
 	breaker  *breaker
 	retry    *retryablehttp.Client // client with the round's retries and hooks
 	filter   *expr.Program         // nil: none
-	scopes   *scopeSlots           // the task route's rounds per token; nil on others
+	scopes   *scopeSlots           // the task route's rounds in flight per token; nil on others
+	queued   *scopeSlots           // the task route's operators' rounds queued per token; nil on others
 	// filterLogged is when a filter error was last logged (unix ns).
 	filterLogged atomic.Int64
 }

@@ -11,13 +11,14 @@ type taskScoper interface {
 	TaskScope(ctx context.Context, id string) (string, error)
 }
 
-// scopeSlots bounds the rounds of one token scope's tasks in flight, so
-// that one task client (say, with tasks to a host that never answers)
-// cannot hold every task worker and stall the others' tasks.
+// scopeSlots counts something of each token scope's tasks (the task
+// route's rounds in flight, its operators' rounds queued), at most most a
+// scope, so that one task client (say, with tasks to a host that never
+// answers) cannot hold every task worker and stall the others' tasks.
 type scopeSlots struct {
 	most int
 	mu   sync.Mutex
-	busy map[string]int // rounds in flight by scope ("" for a task whose scope is unknown here)
+	busy map[string]int // by scope ("" for a task whose scope is unknown here)
 }
 
 func newScopeSlots(most int) *scopeSlots {
@@ -33,6 +34,14 @@ func (s *scopeSlots) take(scope string) bool {
 	}
 	s.busy[scope]++
 	return true
+}
+
+// add counts one more of scope's, past most too (an operator's retry,
+// counted against the scope's own).
+func (s *scopeSlots) add(scope string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy[scope]++
 }
 
 // full reports whether scope's rounds in flight are at most.

@@ -22,7 +22,7 @@ func newTaskRoute(tc Tasks, transport http.RoundTripper) (*route, error) {
 	}
 	r.consumer = "tasks"
 	r.subjects = []string{jetstream.TaskSubjectPrefix + ".>"}
-	r.scopes = newScopeSlots(tc.perToken())
+	r.scopes, r.queued = newScopeSlots(tc.perToken()), newScopeSlots(tc.perToken())
 	return r, nil
 }
 
