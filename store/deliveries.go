@@ -345,11 +345,14 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 
 // SetMeta stores a fact.
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
-		return err
-	})
+	return s.write(ctx, func(tx *sql.Tx) error { return setMeta(tx, key, value) })
+}
+
+// setMeta stores a fact in tx.
+func setMeta(tx *sql.Tx, key, value string) error {
+	_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	return err
 }
 
 // PublishedSince calls fn for every published event whose stream sequence

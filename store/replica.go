@@ -106,15 +106,10 @@ func (s *Store) RecordsStream(ctx context.Context) (string, error) {
 // anew: its sequences are not the old one's).
 func (s *Store) SetRecordsStream(ctx context.Context, created string, reset bool) error {
 	return s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
-		set := `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`
-		if _, err := tx.Exec(set, metaRecordsStream, created); err != nil {
+		if err := setMeta(tx, metaRecordsStream, created); err != nil || !reset {
 			return err
 		}
-		if reset {
-			_, err := tx.Exec(set, metaRecordsPosition, "0")
-			return err
-		}
-		return nil
+		return setMeta(tx, metaRecordsPosition, "0")
 	})
 }
 
@@ -143,9 +138,7 @@ func (s *Store) ApplyRecords(ctx context.Context, recs []Record, through uint64)
 				return err
 			}
 		}
-		_, err := tx.Exec(`INSERT INTO meta (key, value) VALUES (?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaRecordsPosition, strconv.FormatUint(through, 10))
-		return err
+		return setMeta(tx, metaRecordsPosition, strconv.FormatUint(through, 10))
 	})
 	if err != nil {
 		return fmt.Errorf("apply records through %d: %w", through, err)
