@@ -506,6 +506,7 @@ func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) 
 	if err != nil {
 		return 0, err
 	}
+	deadline := s.now().Add(s.cfg.Wait)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
 	defer cancel()
 	for {
@@ -517,15 +518,7 @@ func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) 
 				if !mine {
 					return 0, err
 				}
-				// A read may come from a replica behind the leader: only
-				// an entry past rev tells whose write it is.
-				cur, crev, found, gerr := s.get(ctx, key)
-				if gerr == nil && found && crev > rev {
-					if cur == next {
-						return crev, nil
-					}
-					return 0, err
-				}
+				return s.ownWrite(ctx, key, next, rev, deadline)
 			}
 		}
 		if err == nil {
@@ -730,8 +723,9 @@ func (s *DeliveryState) write(ctx context.Context, key string, rec record, rev u
 	}
 }
 
-// ownWrite tells, after a try without an answer, whether key's entry past
-// rev is rec (that try's write, committed: its revision) or another's
+// ownWrite tells, after a try without an answer (write), or of an outcome
+// whose write's answer was lost (release, mine), whether key's entry past
+// rev is rec (that write, committed: its revision) or another's
 // (ErrFenced). A read may come from a replica behind the leader, so one
 // that is not past rev is made again until deadline; then the error says
 // neither.
