@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
@@ -233,16 +232,7 @@ func testClaimWithoutEntry(t *testing.T, fresh bool) {
 // store.
 func kvFixture(t *testing.T) (natsjs.JetStream, *store.Store, *slog.Logger) {
 	t.Helper()
-	srv := gatewaytest.RunNATS(t, -1, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connect(t, gatewaytest.RunNATS(t, -1, t.TempDir()).ClientURL())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, log)
 	if err != nil {
