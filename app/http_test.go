@@ -494,12 +494,15 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 func TestBodyBudgetNoHoldAndWait(t *testing.T) {
 	const limit = 1 << 20
 	b := newBodyBudget(4*limit, limit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Bodies that held and waited would wait for each other until b.wait;
+	// a long wait keeps a slow machine from failing the test.
+	b.wait = 30 * time.Second
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {
 			room := &reservation{b: b}
-			defer room.release()
 			_, err := readBody(&pacedReader{left: limit}, limit, limit, room.grow)
+			room.release()
 			errs <- err
 		}()
 	}
