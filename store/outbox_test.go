@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -515,5 +517,61 @@ func TestPublishedSinceSkipsFinished(t *testing.T) {
 	n := 0
 	if err := s.PublishedSince(ctx, -1, many, func(*Event, map[string]bool) error { n++; return nil }); err != nil || n != 4 {
 		t.Fatalf("3,000 routes: %d events handed over (%v), want the 4 stripe ones", n, err)
+	}
+}
+
+// DropTask undoes a task another gateway holds for another request: the
+// key's answer is forgotten, and the task's event, outbox entry and owner
+// go, unless a record of the holder's replaced the request stored here.
+func TestDropTask(t *testing.T) {
+	ctx := context.Background()
+	digest := func(body string) string {
+		sum := sha256.Sum256([]byte(body))
+		return hex.EncodeToString(sum[:])
+	}
+	for _, tc := range []struct {
+		name     string
+		replaced bool // a record of the holder's came first
+	}{{"still ours", false}, {"the holder's record came first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, "")
+			if _, _, err := s.ClaimKey(ctx, "scope", "k1", "fp", time.Hour, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			ev := &Event{ID: "task_1", Type: "task", Body: []byte(`{"url":"ours"}`), ReceivedAt: time.Now()}
+			if err := s.CreateTask(ctx, ev, "scope", "k1", 202, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.replaced {
+				rec := &EventRecord{Origin: "gw1", Source: TaskSource, ID: "task_1", Type: "task", ReceivedAt: 1234,
+					Scope: "scope", Body: []byte(`{"url":"theirs"}`)}
+				if err := s.ApplyRecords(ctx, []Record{{Event: rec}}, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.DropTask(ctx, "task_1", "scope", "k1", digest(`{"url":"ours"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if out, _, err := s.ClaimKey(ctx, "scope", "k1", "fp", time.Hour, time.Minute); err != nil || out != KeyClaimed {
+				t.Errorf("the key after DropTask: %v, %v; want KeyClaimed", out, err)
+			}
+			got, err := s.GetEvent(ctx, TaskSource, "task_1")
+			switch {
+			case tc.replaced && (err != nil || string(got.Body) != `{"url":"theirs"}`):
+				t.Errorf("the holder's task: %+v, %v; want it kept", got, err)
+			case !tc.replaced && !errors.Is(err, ErrNotFound):
+				t.Errorf("our task after DropTask: %+v, %v; want ErrNotFound", got, err)
+			}
+			want := 1
+			if !tc.replaced {
+				want = 0
+			}
+			if n := count(t, s, `SELECT count(*) FROM tasks`); n != want {
+				t.Errorf("%d task owners, want %d", n, want)
+			}
+			if n := len(outboxSeqs(t, s)); n != want {
+				t.Errorf("%d in the outbox, want %d", n, want)
+			}
+		})
 	}
 }

@@ -120,7 +120,8 @@ func (s *Store) SetRecordsStream(ctx context.Context, created string, reset bool
 // An event unknown here is stored as its origin's (in replica_events;
 // never in the outbox nor published: its origin publishes it), and the
 // deliveries of it already applied are linked to it; a known one (an adopted copy, or one
-// refused here) takes the record's headers and receipt time. A round is
+// refused here) takes the record's type, content type, headers, body and
+// receipt time. A round is
 // applied only when its Version is newer than the row's; a delivery of an
 // event not known yet is kept under a negative event_seq until the event
 // arrives. Attempts are inserted by their cluster-wide numbers, once.
@@ -164,16 +165,18 @@ func applyEvent(tx *sql.Tx, e *EventRecord) error {
 	if len(headers) == 0 {
 		headers = []byte("{}")
 	}
+	body := e.Body
+	if body == nil {
+		body = []byte{}
+	}
 	if found {
-		if _, err := tx.Exec(`UPDATE events SET headers = ?, received_at = ? WHERE seq = ?`,
-			headers, e.ReceivedAt, seq); err != nil {
+		// The holder's copy is the one delivered (a task's copy here may
+		// be another request under the same key).
+		if _, err := tx.Exec(`UPDATE events SET event_type = ?, content_type = ?, headers = ?, body = ?, received_at = ?
+			WHERE seq = ?`, e.Type, e.ContentType, headers, body, e.ReceivedAt, seq); err != nil {
 			return fmt.Errorf("event record %s/%s: %w", e.Source, e.ID, err)
 		}
 	} else {
-		body := e.Body
-		if body == nil {
-			body = []byte{}
-		}
 		err := tx.QueryRow(`INSERT INTO events (source, event_id, event_type, content_type, headers, body, received_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`, e.Source, e.ID, e.Type, e.ContentType, headers, body,
 			e.ReceivedAt).Scan(&seq)

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -118,6 +120,43 @@ func (s *Store) CreateTask(ctx context.Context, ev *Event, scope, key string, st
 // stored already: in cluster mode, the same task another gateway created,
 // whose record reached this store.
 var ErrTaskExists = errors.New("an event with this id exists")
+
+// DropTask undoes CreateTask of task id, whose claim another gateway
+// holds for another request (cluster mode: one key used at once on two
+// gateways; the caller answers 422). It forgets the answer kept under
+// (scope, key), and removes the task's event, outbox entry and owner if
+// the event is still the request stored here, whose body has SHA-256
+// digest (hex): a record of the holder's may have replaced it.
+func (s *Store) DropTask(ctx context.Context, id, scope, key, digest string) error {
+	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND task_id = ?`,
+			scope, key, id); err != nil {
+			return err
+		}
+		ev := OldEvent{Source: TaskSource, ID: id}
+		var body []byte
+		err := tx.QueryRow(`SELECT seq, body FROM events WHERE source = ? AND event_id = ?`, TaskSource, id).
+			Scan(&ev.Seq, &body)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != digest {
+			return nil
+		}
+		if _, err := tx.Exec(`DELETE FROM outbox WHERE seq = ?`, ev.Seq); err != nil {
+			return err
+		}
+		_, err = deleteEvent(tx, &ev)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop task %s: %w", id, err)
+	}
+	return nil
+}
 
 // TaskScope returns the scope that owns a task, or ErrNotFound.
 func (s *Store) TaskScope(ctx context.Context, id string) (string, error) {

@@ -118,3 +118,83 @@ cluster: {enabled: true, claim_timeout: 10s}
 		t.Errorf("another request after key_ttl: %d %s; want 422 idempotency_key_mismatch", a.status, a.raw)
 	}
 }
+
+// Two different requests under one key reaching two gateways at the same
+// moment (neither claim visible to the other when each looked) are one
+// task: the request whose gateway claimed first is delivered and answered
+// 202, the other is answered 422, and is never delivered, nor kept: asked
+// again, it is 422 again, and its gateway comes to show the task
+// delivered.
+func TestTaskKeyAtOnceOnTwoGateways(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	var mu sync.Mutex
+	got := map[string]int{} // requests by path
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.URL.Path]++
+		mu.Unlock()
+	}))
+	t.Cleanup(downstream.Close)
+	extra := fmt.Sprintf(`nats: {url: %q, replicas: 3, duplicate_window: 1s, connect_timeout: 5s}
+cluster: {enabled: true, claim_timeout: 10s}
+`, nc.URL)
+	gws := []*harness{start(t, extra), start(t, extra)}
+
+	const keys = 20
+	answers := make([][2]answer, keys)
+	bodies := func(k int) [2]string {
+		return [2]string{fmt.Sprintf(`{"url":"%s/k%d/gw0"}`, downstream.URL, k), fmt.Sprintf(`{"url":"%s/k%d/gw1"}`, downstream.URL, k)}
+	}
+	var wg sync.WaitGroup
+	for k := range keys {
+		for g := range 2 {
+			wg.Go(func() {
+				a, err := gws[g].post(token, fmt.Sprintf("key-%d", k), bodies(k)[g])
+				if err != nil {
+					t.Error(err)
+				}
+				answers[k][g] = a
+			})
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	winners := make([]int, keys)
+	for k, a := range answers {
+		switch {
+		case a[0].status == 202 && a[1].status == 422 && a[1].code() == "idempotency_key_mismatch":
+			winners[k] = 0
+		case a[1].status == 202 && a[0].status == 422 && a[0].code() == "idempotency_key_mismatch":
+			winners[k] = 1
+		default:
+			t.Fatalf("key-%d, another request at each gateway at once: %d %s and %d %s; want one 202, one 422",
+				k, a[0].status, a[0].raw, a[1].status, a[1].raw)
+		}
+	}
+	waitFor(t, "every task delivered", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= keys, fmt.Sprintf("%d delivered", len(got))
+	})
+	for k, w := range winners {
+		loser := 1 - w
+		if a, err := gws[loser].post(token, fmt.Sprintf("key-%d", k), bodies(k)[loser]); err != nil || a.status != 422 {
+			t.Errorf("key-%d: the refused request again: %d %s (%v); want 422", k, a.status, a.raw, err)
+		}
+		id := answers[k][w].body["id"].(string)
+		want := fmt.Sprintf("%s/k%d/gw%d", downstream.URL, k, w)
+		waitFor(t, "the refusing gateway shows the task delivered", func() (bool, string) {
+			a := gws[loser].do(t, http.MethodGet, "/v1/tasks/"+id, token, "", "")
+			return a.status == 200 && a.body["url"] == want, a.raw
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, w := range winners {
+		if n, lost := got[fmt.Sprintf("/k%d/gw%d", k, w)], got[fmt.Sprintf("/k%d/gw%d", k, 1-w)]; n != 1 || lost != 0 {
+			t.Errorf("key-%d: the request answered 202 delivered %d times, the one answered 422 %d times; want 1 and 0", k, n, lost)
+		}
+	}
+}

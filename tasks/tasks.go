@@ -49,6 +49,7 @@ type Store interface {
 	ClaimKey(ctx context.Context, scope, key, fingerprint string, ttl, abandonAfter time.Duration) (store.KeyOutcome, *store.StoredAnswer, error)
 	ReleaseKey(ctx context.Context, scope, key string) error
 	CreateTask(ctx context.Context, ev *store.Event, scope, key string, status int, response []byte) error
+	DropTask(ctx context.Context, id, scope, key, digest string) error
 	TaskScope(ctx context.Context, id string) (string, error)
 	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
 	Delivery(ctx context.Context, route, source, eventID string) (*store.Delivery, error)
@@ -259,8 +260,11 @@ func (h *Handler) create(c *fiber.Ctx) error {
 		return err
 	}
 	answer := "created"
-	if h.cluster != nil && h.claim(cctx, c, ev, fp) {
-		answer = "replayed"
+	if h.cluster != nil {
+		var err error
+		if answer, err = h.claim(ctx, cctx, c, ev, scope, key, fp); err != nil {
+			return err
+		}
 	}
 	h.notify()
 	h.answers.WithLabelValues(answer).Inc()
@@ -335,22 +339,28 @@ func (h *Handler) sameTask(ctx, cctx context.Context, c *fiber.Ctx, scope, key, 
 	return false, nil
 }
 
-// claim claims ev, the task just stored here, in the cluster (within
-// cctx; else the relay does before publishing). Held by another gateway
-// (elsewhere), the answer is a replay of the task it took.
-func (h *Handler) claim(cctx context.Context, c *fiber.Ctx, ev *store.Event, fp string) (elsewhere bool) {
+// claim claims ev, the task just stored here as request fp, in the
+// cluster (within cctx). answer is "created" when this gateway holds it,
+// or the cluster did not answer (the relay claims before publishing), and
+// "replayed" when another gateway holds it for the same request. Held
+// elsewhere for another request (one key used at once on two gateways),
+// this gateway's copy is undone and err is the 422.
+func (h *Handler) claim(ctx, cctx context.Context, c *fiber.Ctx, ev *store.Event, scope, key, fp string) (answer string, err error) {
 	holder, err := h.cluster.ClaimAtIntake(cctx, ev)
 	if err != nil || holder == "" {
-		return false
+		return "created", nil
+	}
+	o, found, err := h.cluster.Holder(cctx, store.TaskSource, ev.ID)
+	if err == nil && found && o.Digest != "" && o.Digest != fp {
+		err := h.store.DropTask(ctx, ev.ID, scope, key, fp)
+		if err == nil {
+			return "", h.mismatch()
+		}
+		h.log.Warn("task key used at once on two gateways with different requests; the other gateway's is delivered, and this one's answer could not be undone",
+			"task_id", ev.ID, "holder", holder, "err", err)
 	}
 	c.Set("Idempotent-Replayed", "true")
-	if o, found, err := h.cluster.Holder(cctx, store.TaskSource, ev.ID); err == nil && found && o.Digest != "" && o.Digest != fp {
-		// Two requests under one key at once on two gateways: the
-		// other's is the task; this one is never published.
-		h.log.Warn("task key used at once on two gateways with different requests; the other gateway's is delivered",
-			"task_id", ev.ID, "holder", holder)
-	}
-	return true
+	return "replayed", nil
 }
 
 func (h *Handler) mismatch() error {

@@ -138,6 +138,19 @@ func (a answer) code() string {
 
 func (h *harness) do(t *testing.T, method, path, tok, key, body string) answer {
 	t.Helper()
+	a, err := h.request(method, path, tok, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// post submits a task; unlike submit, it may run beside the test.
+func (h *harness) post(tok, key, body string) (answer, error) {
+	return h.request(http.MethodPost, "/v1/tasks", tok, key, body)
+}
+
+func (h *harness) request(method, path, tok, key, body string) (answer, error) {
 	req, _ := http.NewRequest(method, "http://"+h.Addr()+path, strings.NewReader(body))
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -148,13 +161,13 @@ func (h *harness) do(t *testing.T, method, path, tok, key, body string) answer {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", raw: string(raw)}
 	json.Unmarshal(raw, &a.body)
-	return a
+	return a, nil
 }
 
 func (h *harness) submit(t *testing.T, key, body string) answer {
