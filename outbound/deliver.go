@@ -167,8 +167,12 @@ func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) t
 	if d <= 0 || d > maxWait {
 		d = maxWait
 	}
-	// Full jitter over the upper half: [d/2, d].
-	return d/2 + rand.N(d/2+1)
+	// Jitter over the upper half, [d/2, d], never below minWait.
+	lo := max(minWait, d/2)
+	if lo >= d {
+		return lo
+	}
+	return lo + rand.N(d-lo+1)
 }
 
 // round delivers ev to r: a few quick attempts, then the outcome is
