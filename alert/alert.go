@@ -197,7 +197,7 @@ func New(cfg Config, log *slog.Logger) (*Alerter, error) {
 		RetryWaitMax: cfg.RetryWaitMax,
 		RetryMax:     cfg.Retries,
 		CheckRetry:   checkRetry,
-		Backoff:      retryablehttp.DefaultBackoff,
+		Backoff:      boundedBackoff,
 		// The last answer or error as it is: its text is logged without the URL.
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 		// Each attempt is signed afresh: a retry carries a current timestamp.
@@ -480,4 +480,11 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// boundedBackoff is retryablehttp's backoff with an endpoint's Retry-After
+// (on 429 and 503, which DefaultBackoff takes as it is) bounded by
+// RetryWaitMax: one sender goroutine sends every notice.
+func boundedBackoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), maxWait)
 }
