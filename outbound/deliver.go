@@ -47,8 +47,9 @@ func (e *Engine) httpClient(r *route) *retryablehttp.Client {
 	}
 }
 
-// beforeAttempt stamps each attempt: its number and, on a signed route, a
-// fresh timestamp and signature.
+// beforeAttempt waits for the route's rate limiter, then stamps each
+// attempt: its number and, on a signed route, a fresh timestamp and
+// signature.
 func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int) {
 	st := roundFrom(req.Context())
 	if st == nil {
@@ -59,6 +60,9 @@ func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int)
 		// may still read that attempt's header map.
 		req.Header = req.Header.Clone()
 	}
+	// Before the attempt's timeout starts: waiting for the route's rate
+	// is not the downstream's time.
+	st.r.waitForRate(req.Context())
 	now := time.Now()
 	setHeader(req.Header, "X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
 	if st.r.signKey != nil {

@@ -62,10 +62,12 @@ func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 	}
 	if rc.Rate > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(rc.Rate), max(1, int(rc.Rate)))
-		transport = &limitedTransport{base: transport, limiter: r.limiter}
 	}
 	r.client = &http.Client{
-		Transport: transport,
+		// Without CloseIdleConnections: go-retryablehttp calls it after
+		// every round that failed, which would close the idle connections
+		// of every route sharing the transport.
+		Transport: keepIdle{transport},
 		Timeout:   rc.Timeout,
 		// Redirects are not followed: a 3xx is a failed attempt.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -138,17 +140,26 @@ func IdempotencyKey(route, source, eventID string) string {
 	return string(out[:])
 }
 
-// limitedTransport waits for the route's rate limiter before every attempt.
-type limitedTransport struct {
-	base    http.RoundTripper
-	limiter *rate.Limiter
-}
+// keepIdle is a transport whose idle connections a client cannot close.
+type keepIdle struct{ http.RoundTripper }
 
-func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.limiter.Wait(req.Context()); err != nil {
-		return nil, err
+// waitForRate waits for the route's rate limiter, until ctx ends.
+func (r *route) waitForRate(ctx context.Context) {
+	if r.limiter == nil {
+		return
 	}
-	return t.base.RoundTrip(req)
+	res := r.limiter.Reserve()
+	d := res.Delay()
+	if d == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		res.Cancel()
+	}
 }
 
 // retryAfter parses a Retry-After header (seconds or an HTTP date).
