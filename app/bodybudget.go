@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,22 +42,25 @@ const bodyWait = 2 * time.Second
 //     it sent, not its declared length. The room is given back once the
 //     handler returns;
 //   - a body with a Content-Encoding takes limit in all (decodeContent,
-//     next, decodes it up to limit bytes) once it has arrived whole.
+//     next, decodes it up to limit bytes) once it has arrived whole, and
+//     a brotli coding its decoder's window (decoderRoom); one that could
+//     never fit the budget is 415 unsupported_content_encoding.
 //
 // The whole request must arrive within the server's read timeout. A body
 // refused before it was read closes the connection once the answer is
 // sent (what follows it cannot be told apart from a next request).
 type bodyBudget struct {
-	log   *slog.Logger
-	sem   *semaphore.Weighted
-	limit int
-	wait  time.Duration
-	held  atomic.Int64 // bytes taken from sem
-	busy  atomic.Int64 // requests refused for want of room
+	log    *slog.Logger
+	sem    *semaphore.Weighted
+	memory int
+	limit  int
+	wait   time.Duration
+	held   atomic.Int64 // bytes taken from sem
+	busy   atomic.Int64 // requests refused for want of room
 }
 
 func newBodyBudget(memory, limit int, log *slog.Logger) *bodyBudget {
-	return &bodyBudget{log: log, sem: semaphore.NewWeighted(int64(memory)), limit: limit, wait: bodyWait}
+	return &bodyBudget{log: log, sem: semaphore.NewWeighted(int64(memory)), memory: memory, limit: limit, wait: bodyWait}
 }
 
 func (b *bodyBudget) handle(c *fiber.Ctx) error {
@@ -80,11 +84,67 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		req.SetBodyRaw(body)
 	}
 	if coded {
-		if err := room.grow(b.limit); err != nil {
+		need := b.limit + decoderRoom(string(req.Header.Peek(fiber.HeaderContentEncoding)), req.Body())
+		if need > b.memory {
+			return refuseUnread(c, b.log, httperror.New(http.StatusUnsupportedMediaType, "unsupported_content_encoding",
+				"the body's decoder needs "+strconv.Itoa(need)+" bytes, more than http.body_memory; use a smaller brotli window"))
+		}
+		if err := room.grow(need); err != nil {
 			return refuseUnread(c, b.log, b.bodyError(c, err, false))
 		}
 	}
 	return c.Next()
+}
+
+// maxBrotliWindow is the largest window a brotli stream may declare
+// (RFC 7932: WBITS 24).
+const maxBrotliWindow = 1 << 24
+
+// decoderRoom is the memory a body's decoders may take beside the decoded
+// body: a brotli stream's ring buffer, up to its window, whatever the
+// body's length (a 52-byte stream can make the decoder take 16 MiB). The
+// window is read from the stream's first bits when it is decoded first,
+// else taken as the largest. gzip and deflate keep a fixed 32 KiB.
+func decoderRoom(header string, raw []byte) int {
+	codings := strings.Split(header, ",")
+	if len(codings) > maxCodings {
+		return 0 // refused by decodeContent
+	}
+	room := 0
+	for i, coding := range codings {
+		if !strings.EqualFold(strings.TrimSpace(coding), "br") {
+			continue
+		}
+		if i == len(codings)-1 {
+			room += brotliWindow(raw)
+		} else {
+			room += maxBrotliWindow
+		}
+	}
+	return room
+}
+
+// brotliWindow is the window size a brotli stream declares in its first
+// bits (RFC 7932 section 9.1, WBITS); the largest for what is not one.
+func brotliWindow(stream []byte) int {
+	if len(stream) == 0 {
+		return maxBrotliWindow
+	}
+	b := stream[0]
+	if b&1 == 0 {
+		return 1 << 16
+	}
+	if n := (b >> 1) & 7; n != 0 {
+		return 1 << (17 + n)
+	}
+	switch m := (b >> 4) & 7; m {
+	case 0:
+		return 1 << 17
+	case 1: // reserved (large windows)
+		return maxBrotliWindow
+	default:
+		return 1 << (8 + m)
+	}
 }
 
 // errBusy is a body that found no room in the budget within bodyWait.

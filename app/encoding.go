@@ -92,14 +92,28 @@ func decodeBody(header string, body []byte, limit int) ([]byte, *httperror.Error
 }
 
 // readAtMost reads r whole, or fails with errTooLarge past limit bytes.
+// Its buffer grows with what was read, doubling, never past limit+1.
 func readAtMost(r io.Reader, limit int) ([]byte, error) {
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, err
+	buf := make([]byte, 0, min(limit+1, 32<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return nil, errTooLarge
+			}
+			nb := make([]byte, len(buf), min(2*cap(buf), limit+1))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			if len(buf) > limit {
+				return nil, errTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if n > int64(limit) {
-		return nil, errTooLarge
-	}
-	return buf.Bytes(), nil
 }
