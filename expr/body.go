@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -22,22 +23,35 @@ const MaxDepth = 256
 // ID converts to its exact digits (string(body.id)). A body nested deeper
 // than MaxDepth is refused.
 //
-// inexact reports that a string may have been changed in decoding: the
-// body holds invalid UTF-8 or a \u escape of a surrogate, which decoding
-// replaces with U+FFFD.
+// loss tells what decoding may have changed (see Loss).
 //
 // It uses gjson (already the gateway's, validating and walking without
 // reflection): twice as fast as encoding/json into any, with a third of
 // its allocations; FuzzParseBody holds it to encoding/json's result.
-func ParseBody(b []byte) (v any, inexact bool, err error) {
+func ParseBody(b []byte) (v any, loss Loss, err error) {
 	if !shallow(b) || !gjson.ValidBytes(b) {
-		return nil, false, ErrNotJSON
+		return nil, Loss{}, ErrNotJSON
 	}
-	return value(gjson.ParseBytes(b)), !utf8.Valid(b) || surrogateEscape(b), nil
+	loss.Replaced = !utf8.Valid(b) || surrogateEscape(b)
+	return value(gjson.ParseBytes(b), &loss), loss, nil
 }
 
-// value is r as ParseBody gives it.
-func value(r gjson.Result) any {
+// Loss is what decoding a body may have changed.
+type Loss struct {
+	// Replaced: the body holds invalid UTF-8 or a \u escape of a
+	// surrogate, which decoding replaced with U+FFFD.
+	Replaced bool
+	// Rounded holds, as string() gives them, the numbers the body writes
+	// with more digits than a double keeps (an integer beyond 64 bits,
+	// 0.10000000000000001): two such numbers may give one text.
+	Rounded []string
+}
+
+// maxRounded bounds Loss.Rounded; past it, the last is "" (any text).
+const maxRounded = 16
+
+// value is r as ParseBody gives it; loss collects rounded numbers.
+func value(r gjson.Result, loss *Loss) any {
 	switch r.Type {
 	case gjson.Null:
 		return nil
@@ -54,22 +68,69 @@ func value(r gjson.Result) any {
 		if u, err := strconv.ParseUint(r.Raw, 10, 64); err == nil {
 			return u
 		}
+		if rounded(r.Raw, r.Num) {
+			switch n := len(loss.Rounded); {
+			case n < maxRounded:
+				loss.Rounded = append(loss.Rounded, strconv.FormatFloat(r.Num, 'g', -1, 64))
+			case loss.Rounded[n-1] != "":
+				loss.Rounded[n-1] = ""
+			}
+		}
 		return r.Num
 	}
 	if r.IsArray() {
 		out := []any{}
 		r.ForEach(func(_, e gjson.Result) bool {
-			out = append(out, value(e))
+			out = append(out, value(e, loss))
 			return true
 		})
 		return out
 	}
 	out := map[string]any{}
 	r.ForEach(func(k, e gjson.Result) bool {
-		out[k.Str] = value(e)
+		out[k.Str] = value(e, loss)
 		return true
 	})
 	return out
+}
+
+// rounded reports whether the JSON number literal lit has a value other
+// than f's shortest text: more significant digits than f keeps, or out of
+// its range.
+func rounded(lit string, f float64) bool {
+	d1, p1, ok1 := decimal(lit)
+	d2, p2, ok2 := decimal(strconv.FormatFloat(f, 'e', -1, 64))
+	return !ok1 || !ok2 || d1 != d2 || p1 != p2
+}
+
+// decimal reads a number's text (JSON, or strconv's 'e' format) as
+// 0.digits × 10^point, digits without leading or trailing zeros; ok is
+// false for what it cannot read (Inf, an exponent beyond int).
+func decimal(s string) (digits string, point int, ok bool) {
+	s = strings.TrimPrefix(s, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	e := 0
+	if hasExp {
+		var err error
+		if e, err = strconv.Atoi(exp); err != nil || e > 1<<20 || e < -1<<20 {
+			return "", 0, false
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits, point = whole+frac, len(whole)+e
+	for digits != "" && digits[0] == '0' {
+		digits, point = digits[1:], point-1
+	}
+	digits = strings.TrimRight(digits, "0")
+	if digits == "" {
+		return "", 0, true // zero
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	return digits, point, true
 }
 
 // shallow reports whether b nests arrays and objects at most MaxDepth

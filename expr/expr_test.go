@@ -1,6 +1,8 @@
 package expr
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,9 +33,9 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestEval(t *testing.T) {
-	body, inexact, err := ParseBody([]byte(`{"job":{"id":"job_42","n":12345678901234567890},"status":"completed","livemode":false,"amount":1500,"ratio":0.5}`))
-	if err != nil || inexact {
-		t.Fatal(err, inexact)
+	body, loss, err := ParseBody([]byte(`{"job":{"id":"job_42","n":12345678901234567890},"status":"completed","livemode":false,"amount":1500,"ratio":0.5}`))
+	if err != nil || loss.Replaced || loss.Rounded != nil {
+		t.Fatal(err, loss)
 	}
 	in := &Input{Body: body, Headers: map[string]string{"x-queue": "q1"}, Source: "jobs", Type: "job.done"}
 	for _, tc := range []struct {
@@ -115,10 +117,40 @@ func TestParseBody(t *testing.T) {
 		{"{\"a\":\"\xff\"}", true, true},
 		{`{"a":"\u00e9"}`, true, false},
 	} {
-		_, inexact, err := ParseBody([]byte(tc.body))
-		if (err == nil) != tc.ok || (err == nil && inexact != tc.inexact) {
-			t.Errorf("ParseBody(%q) = inexact %v, %v", tc.body, inexact, err)
+		_, loss, err := ParseBody([]byte(tc.body))
+		if (err == nil) != tc.ok || (err == nil && loss.Replaced != tc.inexact) {
+			t.Errorf("ParseBody(%q) = replaced %v, %v", tc.body, loss.Replaced, err)
 		}
+	}
+}
+
+// A number written with more digits than a double keeps is noted with
+// the text string() gives it; one a double holds as written is not,
+// however written (1e2, 100.0, 0.1).
+func TestParseBodyRounded(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{`{"a":0.5,"b":1e2,"c":100.0,"d":0.1,"e":-2.5E-3,"f":0,"g":-0.0}`, nil},
+		{`{"a":18446744073709551616}`, []string{"1.8446744073709552e+19"}},
+		{`{"a":0.10000000000000001}`, []string{"0.1"}},
+		{`[1e999, 1e400000000000]`, []string{"+Inf", "+Inf"}},
+		{`[123456789012345678901234567890.5, 2.00000000000000000001]`, []string{"1.2345678901234568e+29", "2"}},
+	} {
+		_, loss, err := ParseBody([]byte(tc.body))
+		if err != nil || !slices.Equal(loss.Rounded, tc.want) {
+			t.Errorf("ParseBody(%s): rounded %q, %v; want %q", tc.body, loss.Rounded, err, tc.want)
+		}
+	}
+	var many strings.Builder
+	many.WriteString("[")
+	for i := range 20 {
+		fmt.Fprintf(&many, "%d0000000000000000000000001,", i+1)
+	}
+	many.WriteString("1]")
+	if _, loss, _ := ParseBody([]byte(many.String())); len(loss.Rounded) != maxRounded || loss.Rounded[maxRounded-1] != "" {
+		t.Errorf("20 rounded numbers: %q; want %d, the last \"\" (any)", loss.Rounded, maxRounded)
 	}
 }
 

@@ -41,16 +41,18 @@ const maxExprErrLen = 200
 // type), in place of id and typ. The body is parsed only if one of them
 // reads it; the headers are collected only if one reads them. inexact
 // marks a result that may hold a U+FFFD the body did not (invalid UTF-8,
-// a surrogate escape), for textProblem.
+// a surrogate escape), for textProblem. An ID holding the text of a
+// number the body writes with more digits than a double keeps is
+// refused: another body's number could give the same ID.
 func (s *source) evaluate(c *fiber.Ctx, body []byte, id, typ string, inexact *[2]bool) (string, string, exprProblem) {
 	in := expr.Input{Source: s.name, Type: typ}
-	var bodyInexact bool
+	var loss expr.Loss
 	if s.uses(expr.Body) {
-		v, bad, err := expr.ParseBody(body)
+		v, l, err := expr.ParseBody(body)
 		if err != nil {
 			return "", "", exprProblem{"malformed_json", "body is not valid JSON", "malformed json"}
 		}
-		in.Body, bodyInexact = v, bad
+		in.Body, loss = v, l
 	}
 	if s.uses(expr.Headers) {
 		in.Headers = requestHeaders(c)
@@ -61,7 +63,7 @@ func (s *source) evaluate(c *fiber.Ctx, body []byte, id, typ string, inexact *[2
 			return "", "", exprProblem{"invalid_event_type", "type_expr: " + bounded(err.Error()), "type_expr failed"}
 		}
 		typ, in.Type = t, t
-		inexact[1] = bodyInexact && strings.ContainsRune(t, utf8.RuneError)
+		inexact[1] = loss.Replaced && strings.ContainsRune(t, utf8.RuneError)
 	}
 	if s.idExpr != nil {
 		v, err := s.idExpr.Text(&in)
@@ -69,9 +71,26 @@ func (s *source) evaluate(c *fiber.Ctx, body []byte, id, typ string, inexact *[2
 			return "", "", exprProblem{"invalid_event_id", "id_expr: " + bounded(err.Error()), "id_expr failed"}
 		}
 		id = v
-		inexact[0] = bodyInexact && strings.ContainsRune(v, utf8.RuneError)
+		inexact[0] = loss.Replaced && strings.ContainsRune(v, utf8.RuneError)
+		if roundedIn(v, loss.Rounded) {
+			return "", "", exprProblem{"invalid_event_id",
+				"id_expr: the ID holds a number with more digits than a double keeps; send it as a JSON string, or use id_field",
+				"id_expr used a rounded number"}
+		}
 	}
 	return id, typ, exprProblem{}
+}
+
+// roundedIn reports whether id holds one of the rounded numbers' texts
+// ("" stands for any): two bodies whose numbers differ past a double's
+// digits would give one ID.
+func roundedIn(id string, rounded []string) bool {
+	for _, r := range rounded {
+		if r == "" || strings.Contains(id, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // expressions gives id and typ from the source's expressions, if it has

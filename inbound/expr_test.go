@@ -82,3 +82,31 @@ func TestIDExprRefused(t *testing.T) {
 		t.Errorf("%d events stored, want 0", n)
 	}
 }
+
+// An id_expr giving a number's text is refused when the body writes the
+// number with more digits than a double keeps: two such numbers give one
+// text, and the second event would be answered duplicate. A number a
+// double holds as written is one ID however written.
+func TestIDExprRoundedNumberRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarnessFor(t, []Source{{Name: "q", Verify: "none", IDExpr: `string(body.id)`}}, Options{})
+	for _, tc := range []struct {
+		id, status, eventID string
+	}{
+		{`18446744073709551616`, "", ""},
+		{`18446744073709551617`, "", ""},
+		{`0.10000000000000001`, "", ""},
+		{`0.1`, "accepted", "0.1"},
+		{`100`, "accepted", "100"},
+		{`1e2`, "duplicate", "100"},
+		{`12345678901234567890`, "accepted", "12345678901234567890"},
+	} {
+		a := h.post(t, "q", []byte(`{"id":`+tc.id+`}`), nil)
+		switch {
+		case tc.status == "" && (a.status != 400 || a.code() != "invalid_event_id"):
+			t.Errorf("id %s: %d %v, want 400 invalid_event_id", tc.id, a.status, a.body)
+		case tc.status != "" && (a.status != 200 || a.body["status"] != tc.status || a.body["event_id"] != tc.eventID):
+			t.Errorf("id %s: %d %v, want %s %s", tc.id, a.status, a.body, tc.status, tc.eventID)
+		}
+	}
+}
