@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -212,7 +213,7 @@ func (b *Broker) dial() (*link, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", serverOf(nc)) }),
 		nats.ClosedHandler(b.closed),
 	}
 	if b.srv != nil {
@@ -231,6 +232,17 @@ func (b *Broker) dial() (*link, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return &link{nc: nc, js: js}, nil
+}
+
+// serverOf is the host:port of the server nc is connected to, for the
+// log: the URL's userinfo may be a token (nats://TOKEN@host), which
+// nats.go's redacted URL still shows.
+func serverOf(nc *nats.Conn) string {
+	u, err := url.Parse(nc.ConnectedUrl())
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // closed runs when a connection is closed. One the broker did not close
@@ -307,7 +319,7 @@ func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
 			if b.srv != nil {
 				b.log.Info("nats connected anew to the embedded server")
 			} else {
-				b.log.Info("nats connected anew", "url", l.nc.ConnectedUrlRedacted(), "status", l.nc.Status().String())
+				b.log.Info("nats connected anew", "server", serverOf(l.nc), "status", l.nc.Status().String())
 			}
 			return
 		}

@@ -1,0 +1,95 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// logBuf is a bytes.Buffer safe for the logger's goroutines.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A nats.url with token auth (nats://TOKEN@host) keeps the token out of
+// the log when the connection comes back, both after a reconnect and
+// after connecting anew; the server's host:port is logged instead.
+func TestConnectionLogsHideURLToken(t *testing.T) {
+	const token = "s3cretNatsToken0123456789"
+	port := gatewaytest.FreePort(t)
+	dir := t.TempDir()
+	run := func() *server.Server {
+		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
+			StoreDir: dir, NoSigs: true, NoLog: true, Authorization: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("nats-server not ready")
+		}
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	srv := run()
+	// Through a proxy, whose -ERR makes NATS close the connection for
+	// good (a connection anew).
+	proxy := gatewaytest.RunErrProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
+	host := strings.TrimPrefix(proxy.URL(), "nats://")
+	var logs logBuf
+	b, err := Connect(context.Background(), Config{URL: "nats://" + token + "@" + host,
+		Stream: "EVENTS", ConnectTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	srv.Shutdown()
+	gatewaytest.WaitFor(t, "the client to see the server gone", 10*time.Second, func() (bool, string) {
+		return !b.Conn().IsConnected(), b.Conn().Status().String()
+	})
+	run()
+	gatewaytest.WaitFor(t, "the reconnect's log line", 15*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "nats reconnected"), logs.String()
+	})
+
+	old := b.Conn()
+	if n := proxy.SendErr("some unknown error"); n != 1 {
+		t.Fatalf("the -ERR went to %d clients", n)
+	}
+	gatewaytest.WaitFor(t, "the connection anew's log line", 15*time.Second, func() (bool, string) {
+		return b.Conn() != old && strings.Contains(logs.String(), "nats connected anew"), logs.String()
+	})
+
+	out := logs.String()
+	if strings.Contains(out, token) {
+		t.Errorf("the NATS token is in the log:\n%s", out)
+	}
+	for _, msg := range []string{"nats reconnected", "nats connected anew"} {
+		if !strings.Contains(out, fmt.Sprintf("msg=%q server=%s", msg, host)) {
+			t.Errorf("no %q with server=%s in the log:\n%s", msg, host, out)
+		}
+	}
+}
