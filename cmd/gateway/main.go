@@ -10,9 +10,10 @@
 //
 // Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
 // while running, 2 for a bad config, bad usage (also one found at start,
-// such as a max_body the broker's max payload cannot carry), or a data_dir
-// in use by another gateway (data_dir/LOCK is locked for the life of the
-// process).
+// such as a max_body the broker's max payload cannot carry), or a data_dir,
+// store.path or embedded nats.store_dir in use by another gateway (each is
+// locked for the life of the process: data_dir/LOCK, <store.path>.lock,
+// nats.store_dir/LOCK).
 package main
 
 import (
@@ -122,12 +123,12 @@ func serve(configPath string, stderr io.Writer) int {
 		printError(stderr, err)
 		return 2
 	}
-	// Before anything else opens a file in data_dir: one gateway per
-	// data_dir.
-	unlock, err := app.LockDataDir(cfg.DataDir)
+	// Before anything else opens a file there: one gateway per data_dir,
+	// store.path and embedded nats.store_dir.
+	unlock, err := app.Lock(cfg)
 	if err != nil {
 		printError(stderr, err)
-		var inUse *app.DataDirInUseError
+		var inUse *app.InUseError
 		if errors.As(err, &inUse) {
 			return 2
 		}
@@ -136,7 +137,7 @@ func serve(configPath string, stderr io.Writer) int {
 	log := app.NewLogger(stderr, cfg.Log)
 	defer func() {
 		if err := unlock(); err != nil {
-			log.Warn("unlock data_dir", "err", err)
+			log.Warn("unlock", "err", err)
 		}
 	}()
 
