@@ -173,7 +173,7 @@ func (b *Broker) start(ctx context.Context) error {
 		b.srv = srv
 		b.url = srv.ClientURL()
 	}
-	l, err := b.dial()
+	l, err := b.dialCtx(ctx)
 	if err != nil {
 		return err
 	}
@@ -243,6 +243,32 @@ func serverOf(nc *nats.Conn) string {
 		return ""
 	}
 	return u.Host
+}
+
+// dialCtx is dial, given up once ctx is done: nats.go's connect takes no
+// context, and a server that accepts but does not answer holds it for
+// the connect timeout. A connection made after that is closed.
+func (b *Broker) dialCtx(ctx context.Context) (*link, error) {
+	type dialed struct {
+		l   *link
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		l, err := b.dial()
+		ch <- dialed{l, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.l, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-ch; d.err == nil {
+				d.l.nc.Close()
+			}
+		}()
+		return nil, fmt.Errorf("jetstream: connect: %w", ctx.Err())
+	}
 }
 
 // closed runs when a connection is closed. One the broker did not close
