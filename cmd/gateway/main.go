@@ -8,11 +8,12 @@
 //	gateway version                      print the version (also -version)
 //	gateway healthcheck [-url URL] [-timeout D]  exit 0 if URL answers 2xx (the Docker HEALTHCHECK)
 //
-// Exit status: 0 after a clean shutdown or success, 1 if the gateway fails
-// while running, 2 for a bad config, bad usage (also one found at start,
-// such as a max_body the broker's max payload cannot carry), or a data_dir,
-// store.path or embedded nats.store_dir in use by another gateway (each is
-// locked for the life of the process: data_dir/LOCK, <store.path>.lock,
+// Exit status: 0 after a clean shutdown (also one at a signal during
+// start-up) or success, 1 if the gateway fails while running, 2 for a bad
+// config, bad usage (also one found at start, such as a max_body the
+// broker's max payload cannot carry), or a data_dir, store.path or
+// embedded nats.store_dir in use by another gateway (each is locked for
+// the life of the process: data_dir/LOCK, <store.path>.lock,
 // nats.store_dir/LOCK).
 package main
 
@@ -146,6 +147,11 @@ func serve(configPath string, stderr io.Writer) int {
 	stopSignals := onSignals(cancel)
 	defer stopSignals()
 	if err := app.Run(ctx, cfg, log); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// A signal stopped the start-up: a requested stop.
+			log.Info("stopped during start-up", "err", err)
+			return 0
+		}
 		log.Error("gateway failed", "err", err)
 		if cfgErr := (*config.Error)(nil); errors.As(err, &cfgErr) {
 			return 2

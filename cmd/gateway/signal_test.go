@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // A second SIGTERM during a graceful shutdown ends the process at once,
@@ -62,5 +65,56 @@ func waitLog(t *testing.T, g *gateway, text string) {
 			t.Fatalf("log never said %q:\n%s", text, g.Log())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SIGTERM while the gateway is still starting (here connecting to a NATS
+// server that accepts but never answers, for up to connect_timeout) is a
+// requested stop: the gateway stops at once, exit 0, logging it at info.
+func TestSIGTERMDuringStartup(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+nats: {url: "nats://%s", connect_timeout: 5m}
+sources: [{name: stripe, verify: stripe, secrets: [%q]}]
+`, filepath.Join(dir, "data"), ln.Addr(), secret))
+	p, err := gatewaytest.Start("gateway", []string{gatewayBinary(t), "-config", cfg}, gatewaytest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	// Connecting to the listener: the signal handler is in place, the
+	// start-up is not done.
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-p.Done():
+		t.Fatalf("gateway exited before connecting to NATS:\n%s", p.Log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gateway never connected to NATS:\n%s", p.Log())
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Wait(30 * time.Second) {
+		t.Fatalf("gateway still running 30 s after SIGTERM (connect_timeout 5m):\n%s", p.Log())
+	}
+	if code := p.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM during start-up, want 0:\n%s", code, p.Log())
+	}
+	if log := p.Log(); !strings.Contains(log, `level=INFO msg="stopped during start-up"`) || strings.Contains(log, "level=ERROR") {
+		t.Fatalf("want an info line on the stop and no error:\n%s", log)
 	}
 }
