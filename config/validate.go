@@ -224,12 +224,7 @@ func validPort(s string) bool {
 func (c *Config) validateNATS(v *validator) {
 	n := &c.NATS
 	if n.URL != "" {
-		for _, u := range strings.Split(n.URL.Reveal(), ",") {
-			if strings.TrimSpace(u) == "" {
-				v.errorf("nats.url", "empty server in comma-separated list")
-				break
-			}
-		}
+		v.natsURL(n.URL.Reveal())
 	}
 	if n.Port < 0 || n.Port > 65535 {
 		v.errorf("nats.port", "must be between 0 and 65535, got %d", n.Port)
@@ -248,6 +243,51 @@ func (c *Config) validateNATS(v *validator) {
 	v.positiveInt("nats.replicas", n.Replicas)
 	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
 	v.positiveDuration("nats.outbox_max_age", n.OutboxMaxAge)
+}
+
+// natsURL checks nats.url's servers as nats.go reads them: host:port alone
+// takes the scheme of the servers before it (nats:// first), and ws:// or
+// wss:// servers cannot be mixed with nats:// or tls:// ones. A server is
+// never echoed: it may carry a token or password.
+func (v *validator) natsURL(list string) {
+	servers := strings.Split(list, ",")
+	if slices.ContainsFunc(servers, func(s string) bool { return strings.TrimSpace(s) == "" }) {
+		v.errorf("nats.url", "empty server in comma-separated list")
+		return
+	}
+	ws, seen := false, false // the first server's kind, once seen
+	for i, s := range servers {
+		p := fmt.Sprintf("nats.url[%d]", i)
+		s = strings.TrimSpace(s)
+		bare := !strings.Contains(s, "://")
+		if bare {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			v.errorf(p, "not a valid URL (want nats://host:port, tls://, ws://, wss:// or host:port)")
+			continue
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			v.errorf(p, "unknown scheme %q (want nats, tls, ws or wss)", u.Scheme)
+			continue
+		}
+		if port := u.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				v.errorf(p, "port must be between 1 and 65535")
+				continue
+			}
+		}
+		isWS := u.Scheme == "ws" || u.Scheme == "wss"
+		switch {
+		case !seen:
+			ws, seen = isWS, true
+		case !bare && isWS != ws:
+			v.errorf(p, "cannot mix ws:// or wss:// servers with nats:// or tls:// ones")
+		}
+	}
 }
 
 func (c *Config) validateSources(v *validator) {

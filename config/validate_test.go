@@ -37,6 +37,13 @@ func TestValidation(t *testing.T) {
 		{"nats port high", "nats: {port: 65536}\n" + validBase, "config: nats.port: must be between 0 and 65535, got 65536"},
 		{"nats port negative", "nats: {port: -1}\n" + validBase, "config: nats.port: must be between 0 and 65535, got -1"},
 		{"nats url", "nats: {url: 'nats://a:4222,,nats://b:4222'}\n" + validBase, "config: nats.url: empty server in comma-separated list"},
+		{"nats url port", "nats: {url: 'nats://s3cretTokenABCDEFGH@127.0.0.1:42x22'}\n" + validBase, "config: nats.url[0]: not a valid URL (want nats://host:port, tls://, ws://, wss:// or host:port)"},
+		{"nats url bare bad port", "nats: {url: 'nats://a:4222,user:pass@b:42x22'}\n" + validBase, "config: nats.url[1]: not a valid URL (want nats://host:port, tls://, ws://, wss:// or host:port)"},
+		{"nats url scheme", "nats: {url: 'http://h:4222'}\n" + validBase, `config: nats.url[0]: unknown scheme "http" (want nats, tls, ws or wss)`},
+		{"nats url port range", "nats: {url: 'nats://a:4222,nats://b:99999'}\n" + validBase, "config: nats.url[1]: port must be between 1 and 65535"},
+		{"nats url port zero", "nats: {url: 'tls://b:0'}\n" + validBase, "config: nats.url[0]: port must be between 1 and 65535"},
+		{"nats url mixes ws", "nats: {url: 'nats://a:4222,ws://b:8080'}\n" + validBase, "config: nats.url[1]: cannot mix ws:// or wss:// servers with nats:// or tls:// ones"},
+		{"nats url bare then ws", "nats: {url: 'a:4222,wss://b'}\n" + validBase, "config: nats.url[1]: cannot mix ws:// or wss:// servers with nats:// or tls:// ones"},
 		{"nats sync_interval", "nats: {sync_interval: -5s}\n" + validBase, "config: nats.sync_interval: must be positive, got -5s"},
 		{"nats memory_limit_mb", "nats: {memory_limit_mb: -1}\n" + validBase, "config: nats.memory_limit_mb: must be 0 (none) or more, got -1"},
 		{"nats stream", "nats: {stream: a.b}\n" + validBase, `config: nats.stream: invalid stream name "a.b"…`},
@@ -220,6 +227,43 @@ routes:
 `, nil)
 	if strings.Contains(err.Error(), secret) {
 		t.Errorf("error echoes a secret:\n%v", err)
+	}
+}
+
+// nats.url takes every form nats.go connects with.
+func TestNATSURLForms(t *testing.T) {
+	for _, u := range []string{
+		"nats://n1:4222,nats://n2:4222",
+		"127.0.0.1:4222",
+		"nats://token@h",
+		"tls://user:password@h:4443,nats://h2",
+		"NATS://h:4222",
+		"nats://h:",
+		" nats://a:4222 , b:4222",
+		"ws://a:8080,b:8080",
+		"wss://h/path",
+		"nats://:4222",
+	} {
+		mustParse(t, "nats: {url: '"+u+"'}\n"+validBase, nil)
+	}
+}
+
+// A malformed nats.url is refused without its credentials.
+func TestNATSURLErrorsDoNotEchoCredentials(t *testing.T) {
+	const secret = "s3cretTokenABCDEFGH"
+	for _, u := range []string{
+		"nats://" + secret + "@127.0.0.1:42x22",
+		"nats://user:" + secret + "@[::1:4222",
+		"user:" + secret + "@h:42x22",
+		"http://" + secret + "@h:4222",
+		"nats://" + secret + "@h:70000",
+		"nats://a,ws://" + secret + "@b",
+	} {
+		err := parseErr(t, "nats: {url: '"+u+"'}\n"+validBase, nil)
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("nats.url %q: error echoes the credentials:\n%v", u, err)
+		}
+		wantErrorMatch(t, err, `^config: nats\.url\[\d\]: `)
 	}
 }
 
