@@ -221,7 +221,7 @@ func (b *Broker) dial() (*link, error) {
 	}
 	nc, err := nats.Connect(b.url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect: %w", err)
+		return nil, fmt.Errorf("jetstream: connect: %w", hideURL(err))
 	}
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(1024),
@@ -269,6 +269,16 @@ func (b *Broker) dialCtx(ctx context.Context) (*link, error) {
 		}()
 		return nil, fmt.Errorf("jetstream: connect: %w", ctx.Err())
 	}
+}
+
+// hideURL masks the URL of a *url.Error in err (a server nats.go could
+// not parse): it may carry a token or password.
+func hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = "****"
+	}
+	return err
 }
 
 // closed runs when a connection is closed. One the broker did not close

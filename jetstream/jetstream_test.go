@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -55,6 +56,24 @@ func TestEmbeddedServerFailsClearly(t *testing.T) {
 	_, err := Connect(context.Background(), Config{StoreDir: filepath.Join(file, "js"), ConnectTimeout: 5 * time.Second}, quietLog())
 	if err == nil || !strings.Contains(err.Error(), "jetstream") {
 		t.Fatalf("Connect with an unusable store = %v, want a jetstream error", err)
+	}
+}
+
+// A server URL nats.go cannot parse is an error that does not quote it:
+// it may carry a token or password.
+func TestConnectErrorHidesURL(t *testing.T) {
+	const secret = "s3cretTokenABCDEFGH"
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	_, err := Connect(context.Background(), Config{URL: "nats://" + secret + "@127.0.0.1:42x22", ConnectTimeout: 2 * time.Second}, log)
+	if err == nil {
+		t.Fatal("Connect succeeded, want an error")
+	}
+	if strings.Contains(err.Error(), secret) || strings.Contains(logged.String(), secret) {
+		t.Errorf("the URL's token is shown:\nerr: %v\nlog: %s", err, logged.String())
+	}
+	if !strings.Contains(err.Error(), "jetstream: connect") || !strings.Contains(err.Error(), "invalid port") {
+		t.Errorf("err = %v, want jetstream: connect with the parse error's reason", err)
 	}
 }
 
