@@ -22,6 +22,7 @@ func TestMemoryLimit(t *testing.T) {
 		{"external nats", "nats://127.0.0.1:4222", 160, env(""), 0},
 		{"none", "", 0, env(""), 0},
 		{"GOMEMLIMIT set", "", 160, env("1GiB"), 0},
+		{"largest valid", "", config.MaxMemoryLimitMB, env(""), config.MaxMemoryLimitMB << 20},
 	} {
 		cfg := &config.Config{}
 		cfg.NATS.URL, cfg.NATS.MemoryLimitMB = config.URL(c.url), c.mb

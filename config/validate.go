@@ -28,6 +28,15 @@ var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // MinTokenLength is the shortest accepted api.tokens entry.
 const MinTokenLength = 16
 
+// Upper bounds of integer keys that size channels, goroutines or memory at
+// start: past them a value would overflow or exhaust memory.
+const (
+	MaxBatchMax      = 1 << 16 // store.batch_max
+	MaxWALMaxMB      = 1 << 20 // store.wal_max_mb: 1 TiB
+	MaxMemoryLimitMB = 1 << 30 // nats.memory_limit_mb: 1 PiB, far from overflowing << 20
+	MaxConcurrency   = 10000   // routes[].concurrency, tasks.concurrency and tasks.token_concurrency
+)
+
 // validator collects problems.
 type validator struct {
 	errs []error
@@ -47,6 +56,15 @@ func (v *validator) positiveDuration(path string, d time.Duration) {
 func (v *validator) positiveInt(path string, n int) {
 	if n <= 0 {
 		v.errorf(path, "must be positive, got %d", n)
+	}
+}
+
+// atMost checks that n is positive and at most most.
+func (v *validator) atMost(path string, n, most int) {
+	if n > most {
+		v.errorf(path, "must be at most %d, got %d", most, n)
+	} else {
+		v.positiveInt(path, n)
 	}
 }
 
@@ -73,9 +91,9 @@ func (c *Config) validate(set func(path string) bool) error {
 	}
 
 	c.validateNATS(v)
-	v.positiveInt("store.batch_max", c.Store.BatchMax)
+	v.atMost("store.batch_max", c.Store.BatchMax, MaxBatchMax)
 	v.positiveInt("store.readers", c.Store.Readers)
-	v.positiveInt("store.wal_max_mb", c.Store.WALMaxMB)
+	v.atMost("store.wal_max_mb", c.Store.WALMaxMB, MaxWALMaxMB)
 
 	c.validateSources(v)
 	c.validateTokens(v)
@@ -168,13 +186,15 @@ func (c *Config) validateTasks(v *validator) {
 	}
 	v.positiveDuration("tasks.key_ttl", t.KeyTTL)
 	v.positiveDuration("tasks.timeout", t.Timeout)
-	v.positiveInt("tasks.concurrency", t.Concurrency)
+	v.atMost("tasks.concurrency", t.Concurrency, MaxConcurrency)
 	v.positiveInt("tasks.max_body", t.MaxBody)
 	if t.Retries < 0 {
 		v.errorf("tasks.retries", "must be >= 0, got %d", t.Retries)
 	}
 	if t.TokenConcurrency < 0 {
 		v.errorf("tasks.token_concurrency", "must be 0 (a quarter of tasks.concurrency) or more, got %d", t.TokenConcurrency)
+	} else if t.TokenConcurrency > MaxConcurrency {
+		v.errorf("tasks.token_concurrency", "must be at most %d, got %d", MaxConcurrency, t.TokenConcurrency)
 	}
 	v.positiveDuration("tasks.retry_wait_min", t.RetryWaitMin)
 	v.positiveDuration("tasks.retry_wait_max", t.RetryWaitMax)
@@ -232,6 +252,8 @@ func (c *Config) validateNATS(v *validator) {
 	v.positiveDuration("nats.sync_interval", n.SyncInterval)
 	if n.MemoryLimitMB < 0 {
 		v.errorf("nats.memory_limit_mb", "must be 0 (none) or more, got %d", n.MemoryLimitMB)
+	} else if n.MemoryLimitMB > MaxMemoryLimitMB {
+		v.errorf("nats.memory_limit_mb", "must be at most %d (1 PiB), got %d", MaxMemoryLimitMB, n.MemoryLimitMB)
 	}
 	if strings.ContainsAny(n.Stream, " \t\r\n.*>/\\") {
 		v.errorf("nats.stream", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", n.Stream)
@@ -531,7 +553,7 @@ func (v *validator) headers(p string, hs Headers) {
 
 // delivery checks a route's pacing, retries, breaker and schedule.
 func (v *validator) delivery(p string, r *Route) {
-	v.positiveInt(p+".concurrency", r.Concurrency)
+	v.atMost(p+".concurrency", r.Concurrency, MaxConcurrency)
 	if math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0 {
 		v.errorf(p+".rate", "must be a number >= 0 (0: unlimited), got %v", r.Rate)
 	}
