@@ -109,8 +109,8 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveDuration("cluster.claim_ttl", c.Cluster.ClaimTTL)
 	v.positiveDuration("cluster.claim_timeout", c.Cluster.ClaimTimeout)
 	v.positiveDuration("cluster.records_ttl", c.Cluster.RecordsTTL)
-	if tok := c.Metrics.Token.Reveal(); tok != "" && utf8.RuneCountInString(tok) < MinTokenLength {
-		v.errorf("metrics.token", "too short: a token must be at least %d characters", MinTokenLength)
+	if c.Metrics.Token != "" {
+		v.token("metrics.token", c.Metrics.Token)
 	}
 	c.validateAlerts(v)
 	return errors.Join(v.errs...)
@@ -153,18 +153,28 @@ func (c *Config) validateTokens(v *validator) {
 	}{{"api.tokens", c.API.Tokens}, {"tasks.tokens", c.Tasks.Tokens}} {
 		for i, tok := range list.tokens {
 			p := fmt.Sprintf("%s[%d]", list.key, i)
-			switch {
-			case tok == "":
-				v.errorf(p, "empty token")
-			case utf8.RuneCountInString(tok.Reveal()) < MinTokenLength:
-				v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
-			case strings.IndexFunc(tok.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
-				v.errorf(p, "must not contain spaces or control characters")
-			case list.key == "tasks.tokens" && operators[tok]:
+			if v.token(p, tok) && list.key == "tasks.tokens" && operators[tok] {
 				v.errorf(p, "also in api.tokens: a token is an operator's or a task client's, not both")
 			}
 		}
 	}
+}
+
+// token checks a bearer token: long enough, and without spaces or control
+// characters, which no client can send in a header. It reports whether the
+// token is valid.
+func (v *validator) token(p string, tok Secret) bool {
+	switch {
+	case tok == "":
+		v.errorf(p, "empty token")
+	case utf8.RuneCountInString(tok.Reveal()) < MinTokenLength:
+		v.errorf(p, "too short: a token must be at least %d characters", MinTokenLength)
+	case strings.IndexFunc(tok.Reveal(), func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+		v.errorf(p, "must not contain spaces or control characters")
+	default:
+		return true
+	}
+	return false
 }
 
 func (c *Config) validateTasks(v *validator) {

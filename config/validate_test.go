@@ -149,6 +149,8 @@ func TestValidation(t *testing.T) {
 		{"tasks token concurrency", validBase + "tasks: {token_concurrency: -1}\n", "config: tasks.token_concurrency: must be 0 (a quarter of tasks.concurrency) or more, got -1"},
 		{"retention", validBase + "retention: {events: -1h}\n", "config: retention.events: must be positive, got -1h0m0s"},
 		{"metrics token", validBase + "metrics: {token: short}\n", "config: metrics.token: too short: a token must be at least 16 characters"},
+		{"metrics token space", validBase + "metrics: {token: 'metrics-token-0123456789 '}\n", "config: metrics.token: must not contain spaces or control characters"},
+		{"metrics token control", validBase + "metrics: {token: \"metrics-token\\t0123456789\"}\n", "config: metrics.token: must not contain spaces or control characters"},
 		{"breaker", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', breaker_threshold: -1}]\n", "config: routes[0].breaker_threshold: must be >= 0 (0: no breaker), got -1"},
 		{"route timeout", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', timeout: -1s}]\n", "config: routes[0].timeout: must be positive, got -1s"},
 		{"concurrency fraction", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', concurrency: 2.5}]\n", `config: routes[0].concurrency: line 6: cannot use "2.5" as an integer`},
