@@ -272,7 +272,14 @@ func (c *Config) validateNATS(v *validator) {
 	if n.Retention != "interest" && n.Retention != "limits" {
 		v.errorf("nats.retention", "unknown retention %q (want interest or limits)", n.Retention)
 	}
-	v.positiveInt("nats.replicas", n.Replicas)
+	switch {
+	case n.Replicas > 1 && n.URL == "":
+		v.errorf("nats.replicas", "must be 1 with the embedded server (no nats.url), got %d: replicas need an external NATS cluster", n.Replicas)
+	case n.Replicas > 5:
+		v.errorf("nats.replicas", "must be at most 5 (JetStream's limit), got %d", n.Replicas)
+	default:
+		v.positiveInt("nats.replicas", n.Replicas)
+	}
 	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
 	v.positiveDuration("nats.outbox_max_age", n.OutboxMaxAge)
 }

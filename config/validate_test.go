@@ -49,6 +49,8 @@ func TestValidation(t *testing.T) {
 		{"nats stream", "nats: {stream: a.b}\n" + validBase, `config: nats.stream: invalid stream name "a.b"…`},
 		{"nats duplicate_window", "nats: {duplicate_window: 0s}\n" + validBase, "config: nats.duplicate_window: must be positive, got 0s"},
 		{"nats replicas", "nats: {replicas: 0}\n" + validBase, "config: nats.replicas: must be positive, got 0"},
+		{"nats replicas embedded", "nats: {replicas: 3}\n" + validBase, "config: nats.replicas: must be 1 with the embedded server (no nats.url), got 3: replicas need an external NATS cluster"},
+		{"nats replicas high", "nats: {url: 'nats://a:4222', replicas: 7}\n" + validBase, "config: nats.replicas: must be at most 5 (JetStream's limit), got 7"},
 		{"nats connect_timeout", "nats: {connect_timeout: -1m}\n" + validBase, "config: nats.connect_timeout: must be positive, got -1m0s"},
 		{"nats outbox_max_age", "nats: {outbox_max_age: 0s}\n" + validBase, "config: nats.outbox_max_age: must be positive, got 0s"},
 		{"store batch_max", "store: {batch_max: 0}\n" + validBase, "config: store.batch_max: must be positive, got 0"},
@@ -275,6 +277,13 @@ func TestNATSURLErrorsDoNotEchoCredentials(t *testing.T) {
 		}
 		wantErrorMatch(t, err, `^config: nats\.url\[\d\]: `)
 	}
+}
+
+// nats.replicas above 1 is for an external cluster, in cluster mode or not.
+func TestReplicasWithExternalNATS(t *testing.T) {
+	mustParse(t, "nats: {url: 'nats://n1:4222,nats://n2:4222,nats://n3:4222', replicas: 3}\n"+validBase, nil)
+	mustParse(t, "nats: {url: 'nats://n1:4222', replicas: 5}\ncluster: {enabled: true}\n"+validBase, nil)
+	mustParse(t, "nats: {replicas: 1}\n"+validBase, nil)
 }
 
 func TestClusterNeedsExternalNATS(t *testing.T) {
