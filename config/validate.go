@@ -208,6 +208,9 @@ func (c *Config) validateTasks(v *validator) {
 	}
 	v.positiveDuration("tasks.retry_wait_min", t.RetryWaitMin)
 	v.positiveDuration("tasks.retry_wait_max", t.RetryWaitMax)
+	if t.RetryWaitMin > t.RetryWaitMax {
+		v.errorf("tasks.retry_wait_min", "must not exceed retry_wait_max (%s)", t.RetryWaitMax)
+	}
 	if len(t.Schedule) == 0 {
 		v.errorf("tasks.schedule", "must not be empty (leave it out for the default)")
 	}

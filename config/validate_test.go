@@ -149,6 +149,8 @@ func TestValidation(t *testing.T) {
 		{"tasks concurrency zero", validBase + "tasks: {concurrency: 0}\n", "config: tasks.concurrency: must be positive, got 0"},
 		{"tasks token concurrency high", validBase + "tasks: {token_concurrency: 1000000000}\n", "config: tasks.token_concurrency: must be at most 10000, got 1000000000"},
 		{"tasks token concurrency", validBase + "tasks: {token_concurrency: -1}\n", "config: tasks.token_concurrency: must be 0 (a quarter of tasks.concurrency) or more, got -1"},
+		{"tasks retry waits", validBase + "tasks: {retry_wait_min: 1m}\n", "config: tasks.retry_wait_min: must not exceed retry_wait_max (30s)"},
+		{"route retry waits", validBase + "routes: [{name: r, sources: [stripe], url: 'http://x', retry_wait_min: 2s, retry_wait_max: 1s}]\n", "config: routes[0].retry_wait_min: must not exceed retry_wait_max (1s)"},
 		{"retention", validBase + "retention: {events: -1h}\n", "config: retention.events: must be positive, got -1h0m0s"},
 		{"metrics token", validBase + "metrics: {token: short}\n", "config: metrics.token: too short: a token must be at least 16 characters"},
 		{"metrics token space", validBase + "metrics: {token: 'metrics-token-0123456789 '}\n", "config: metrics.token: must not contain spaces or control characters"},
