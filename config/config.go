@@ -95,11 +95,13 @@ type Tasks struct {
 	KeyTTL time.Duration `yaml:"key_ttl"`
 	// Timeout per attempt. Default 15s.
 	Timeout time.Duration `yaml:"timeout"`
-	// Concurrency is the most task attempts in flight. Default 16.
+	// Concurrency is the most task attempts in flight. Default 16; at
+	// most MaxConcurrency.
 	Concurrency int `yaml:"concurrency"`
 	// TokenConcurrency is the most attempts in flight of the tasks one
 	// token submitted, so that one client's slow destinations cannot hold
-	// every worker. Default (0) a quarter of Concurrency, at least 1.
+	// every worker. Default (0) a quarter of Concurrency, at least 1; at
+	// most MaxConcurrency.
 	TokenConcurrency int `yaml:"token_concurrency"`
 	// Retries, RetryWaitMin, RetryWaitMax and Schedule are as on a route.
 	// Defaults 2, 1s, 30s and the route default schedule.
@@ -130,7 +132,8 @@ type Retention struct {
 
 // Metrics configures GET /metrics.
 type Metrics struct {
-	// Token, if set, must be sent as a bearer token to read /metrics.
+	// Token, if set, must be sent as a bearer token to read /metrics: at
+	// least 16 characters, without spaces or control characters.
 	Token Secret `yaml:"token"`
 }
 
@@ -144,7 +147,8 @@ type Log struct {
 
 // NATS selects and tunes the broker.
 type NATS struct {
-	// URL of an external NATS server; comma-separated for a cluster.
+	// URL of an external NATS server; comma-separated for a cluster. Each
+	// is nats://, tls://, ws:// or wss://, or host:port (nats://).
 	// Empty (the default) runs an embedded JetStream server in-process.
 	URL URL `yaml:"url"`
 	// Port makes the embedded server listen for clients on 127.0.0.1:Port.
@@ -165,8 +169,9 @@ type NATS struct {
 	// memory limit in MiB (Go's GOMEMLIMIT, set at start): the garbage
 	// collector then frees the server's released block caches before RSS
 	// passes it, which bounds RSS while delivery lags intake (366 MB
-	// without it in bench/RESULTS.md). Default 160; 0: none. Not set with
-	// an external server, nor when GOMEMLIMIT is in the environment.
+	// without it in bench/RESULTS.md). Default 160; 0: none; at most
+	// MaxMemoryLimitMB. Not set with an external server, nor when
+	// GOMEMLIMIT is in the environment.
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
 	// Stream is the JetStream stream for inbound events. Default "HOOKGATE_EVENTS".
 	Stream string `yaml:"stream"`
@@ -183,7 +188,8 @@ type NATS struct {
 	// stream stays small; "limits" keeps every message (for inspection; it
 	// grows without bound).
 	Retention string `yaml:"retention"`
-	// Replicas of the stream on an external cluster. Default 1.
+	// Replicas of the stream on an external cluster: 1 to 5. Default 1,
+	// the only value with the embedded server.
 	Replicas int `yaml:"replicas"`
 	// ConnectTimeout bounds the first connection and the embedded server's
 	// start. Default 10s.
@@ -198,7 +204,7 @@ type Store struct {
 	// Path of the SQLite file. Default "<data_dir>/hookgate.db".
 	Path string `yaml:"path"`
 	// BatchMax is the most writes one group-commit transaction takes.
-	// Default 512.
+	// Default 512; at most MaxBatchMax.
 	BatchMax int `yaml:"batch_max"`
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int `yaml:"readers"`
@@ -207,7 +213,8 @@ type Store struct {
 	// writes for a few ms, once the checkpointer has written the database
 	// back beside them). The WAL also starts again by itself whenever
 	// writes pause long enough for the checkpointer to catch up. Smaller
-	// means more write-backs competing with commits. Default 1024.
+	// means more write-backs competing with commits. Default 1024; at
+	// most MaxWALMaxMB.
 	WALMaxMB int `yaml:"wal_max_mb"`
 	// WALZeroFill fills the WAL file with zeros at start, to wal_max_mb and
 	// an eighth (the size a restart cuts it back to), once: a clean stop
@@ -308,7 +315,8 @@ type Route struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Headers are added to every request.
 	Headers Headers `yaml:"headers"`
-	// Concurrency is the most attempts in flight. Default 8.
+	// Concurrency is the most attempts in flight. Default 8; at most
+	// MaxConcurrency.
 	Concurrency int `yaml:"concurrency"`
 	// Rate is the most requests per second; 0 (default) is unlimited.
 	Rate float64 `yaml:"rate"`
