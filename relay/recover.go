@@ -36,7 +36,7 @@ type Owed interface {
 // that a consumer still needs: all of them when the stream was created
 // anew (its store wiped, or deleted on an external server), else those
 // whose stream sequence is past the stream's last (a tail lost inside the
-// fsync interval). It also puts back the event of every pending delivery,
+// fsync interval), or past the sequence the relay found given twice. It also puts back the event of every pending delivery,
 // so that a retry or replay cut short runs again. Stable Idempotency-Keys
 // make the re-delivery safe.
 type Recovery struct {
@@ -45,7 +45,10 @@ type Recovery struct {
 }
 
 // run puts back what the stream of b lost and returns how many events.
-func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logger) (int, error) {
+// lostFrom, if not 0, is a stream sequence found given again to a new
+// message while running: the stream lost its tail from there, and later
+// messages may have taken those sequences again.
+func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logger, lostFrom int64) (int, error) {
 	state, err := b.StreamState(ctx)
 	if err != nil {
 		return 0, err
@@ -56,6 +59,9 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 		return 0, err
 	}
 	after := int64(state.LastSeq)
+	if lostFrom > 0 {
+		after = min(after, lostFrom-1)
+	}
 	if known != created {
 		after = -1 // a new stream: it holds none of what was published before
 	}

@@ -99,6 +99,11 @@ type Relay struct {
 	// past the duplicate window each would be a new message. Used by the
 	// run goroutine only (the acker appends before its pass returns).
 	unmarked []store.Published
+	// highest is the highest stream sequence acknowledged for a new
+	// message since the stream was prepared, lostFrom the lowest found
+	// given again (0: none): the stream lost its tail (noteAck). As
+	// unmarked, the run goroutine's.
+	highest, lostFrom int64
 }
 
 // New returns a relay from outbox to b's events stream; Start runs it.
@@ -221,6 +226,11 @@ func (r *Relay) round(ctx context.Context, st *runState, tick <-chan time.Time) 
 	}
 	if st.prepared && err == nil {
 		n, err = r.pass(ctx, tick)
+	}
+	if r.lostFrom > 0 && st.prepared {
+		r.log.Warn("outbox relay: the stream gave a sequence again: it lost its tail (a server crash inside its fsync interval?); publishing what it lost again",
+			"from_stream_seq", r.lostFrom)
+		st.prepared = false
 	}
 	return n, err
 }
@@ -350,11 +360,28 @@ func (r *Relay) prepare(ctx context.Context) (time.Time, error) {
 	}
 	created := r.b.StreamCreated()
 	if r.cfg.Recovery != nil {
-		if _, err := r.cfg.Recovery.run(ctx, r.b, r.log); err != nil {
+		if _, err := r.cfg.Recovery.run(ctx, r.b, r.log, r.lostFrom); err != nil {
 			return time.Time{}, err
 		}
 	}
+	r.highest, r.lostFrom = 0, 0
 	return created, nil
+}
+
+// noteAck follows the stream sequences of new messages: one given again
+// (at or below one given before to this stream) means the stream lost its
+// tail, as a server that crashed inside its fsync interval does when it
+// comes back: what was published into it is owed again. A duplicate's
+// sequence is its first copy's.
+func (r *Relay) noteAck(a *natsjs.PubAck) {
+	if a.Duplicate {
+		return
+	}
+	seq := int64(a.Sequence)
+	if seq <= r.highest && (r.lostFrom == 0 || seq < r.lostFrom) {
+		r.lostFrom = seq
+	}
+	r.highest = max(r.highest, seq)
 }
 
 // streamCheckEvery is how often an idle relay looks at the stream.
@@ -521,6 +548,7 @@ func (r *Relay) acker(ctx context.Context, inflight <-chan *pubBatch, failed, pr
 			}
 			select {
 			case ack := <-f.Ok():
+				r.noteAck(ack)
 				acks = append(acks, store.Published{Seq: pb.evs[i].Seq, StreamSeq: int64(ack.Sequence)})
 			case err := <-f.Err():
 				if jetstream.Refused(err) {
