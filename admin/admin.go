@@ -385,7 +385,7 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 		return httperror.New(http.StatusConflict, "already_succeeded", "the delivery already succeeded")
 	case errors.Is(err, outbound.ErrUnknownRoute):
 		return httperror.New(http.StatusConflict, "route_removed", err.Error())
-	case errors.Is(err, outbound.ErrRoundQueued), errors.Is(err, outbound.ErrBusy):
+	case errors.Is(err, outbound.ErrRoundQueued), errors.Is(err, outbound.ErrBusy), errors.Is(err, outbound.ErrRoutePaused):
 		return manualRefused(c, err)
 	case errors.Is(err, outbound.ErrNotRunning):
 		return httperror.New(http.StatusServiceUnavailable, "unavailable", "deliveries are stopping")
@@ -397,11 +397,14 @@ func (h *Handler) retryDelivery(c *fiber.Ctx) error {
 }
 
 // manualRefused answers a retry or replay the engine would not queue:
-// 409 round_queued (one is queued for the delivery already), 503 busy
-// (too many are).
+// 409 round_queued (one is queued for the delivery already), 409
+// route_paused, 503 busy (too many are).
 func manualRefused(c *fiber.Ctx, err error) error {
-	if errors.Is(err, outbound.ErrRoundQueued) {
+	switch {
+	case errors.Is(err, outbound.ErrRoundQueued):
 		return httperror.New(http.StatusConflict, "round_queued", "a retry or replay of this delivery is queued or running already")
+	case errors.Is(err, outbound.ErrRoutePaused):
+		return httperror.New(http.StatusConflict, "route_paused", err.Error()+"; resume it first")
 	}
 	c.Set(fiber.HeaderRetryAfter, "5")
 	return httperror.New(http.StatusServiceUnavailable, "busy", "too many retries and replays queued; retry later")

@@ -149,7 +149,7 @@ func (h *Handler) replayEvent(c *fiber.Ctx) error {
 		return httperror.New(http.StatusNotFound, "unknown_route", "no route "+route+" is configured")
 	case errors.Is(err, outbound.ErrNoRoute):
 		return httperror.New(http.StatusConflict, "no_matching_route", err.Error())
-	case errors.Is(err, outbound.ErrRoundQueued), errors.Is(err, outbound.ErrBusy):
+	case errors.Is(err, outbound.ErrRoundQueued), errors.Is(err, outbound.ErrBusy), errors.Is(err, outbound.ErrRoutePaused):
 		return manualRefused(c, err)
 	case errors.Is(err, outbound.ErrNotRunning):
 		return httperror.New(http.StatusServiceUnavailable, "unavailable", "deliveries are stopping")

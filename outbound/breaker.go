@@ -214,6 +214,10 @@ func (e *Engine) setManual(name string, paused bool) error {
 	if e.cfg.Pauses != nil {
 		return e.setClusterPause(name, paused)
 	}
+	// The store's copy and the breaker change together: two operators at
+	// once must not leave them apart (a restart would then flip it).
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
 	if err := e.persistPause(name, paused); err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ const BulkRounds = DefaultConcurrency
 // RetryBatch retries the deliveries ids (API IDs) as Retry does, at most
 // BulkRounds rounds at once, and returns once their rounds are over or ctx
 // ends: a bulk retry goes batch by batch. A delivery that is gone,
-// succeeded, whose route is no longer configured or that has a retry
-// queued already is skipped (one that
+// succeeded, whose route is no longer configured or is paused, or that
+// has a retry queued already is skipped (one that
 // cannot be retried otherwise is logged and skipped; one refused for want
 // of room among operators' rounds waits for it). It returns how many
 // rounds it started; the engine stopping, the store unavailable or ctx
@@ -50,7 +50,7 @@ func (e *Engine) RetryBatch(ctx context.Context, ids []string) (int, error) {
 		case errors.Is(rerr, ErrNotRunning), errors.Is(rerr, store.ErrUnavailable), ctx.Err() != nil:
 			err = rerr
 		case !errors.Is(rerr, store.ErrNotFound) && !errors.Is(rerr, ErrSucceeded) && !errors.Is(rerr, ErrUnknownRoute) &&
-			!errors.Is(rerr, ErrRoundQueued):
+			!errors.Is(rerr, ErrRoundQueued) && !errors.Is(rerr, ErrRoutePaused):
 			e.log.Warn("bulk retry skipped a delivery", "delivery_id", id, "err", rerr)
 		}
 		if err != nil {

@@ -300,7 +300,8 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // Retry runs a round of a delivery now, in the background, with the same
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
 // A delivery that succeeded is not sent again (ErrSucceeded); one with an
-// operator's round queued already is not queued twice (ErrRoundQueued).
+// operator's round queued already is not queued twice (ErrRoundQueued);
+// one of a paused route is not sent (ErrRoutePaused).
 // id is the delivery's API ID (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
 	return e.retry(ctx, id, false, nil)
@@ -327,6 +328,9 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 	r := e.byName[d.Route]
 	if r == nil {
 		return d, fmt.Errorf("%w: %q", ErrUnknownRoute, d.Route)
+	}
+	if r.breaker.state() == RoutePaused {
+		return d, fmt.Errorf("%w: %s", ErrRoutePaused, d.Route)
 	}
 	ev, err := e.retrys.EventBySeq(ctx, d.EventSeq)
 	if err != nil {
@@ -510,4 +514,7 @@ var (
 	ErrRoundQueued = errors.New("a retry or replay of this delivery is already queued")
 	// ErrBusy: MaxManualRounds operators' rounds are queued or running.
 	ErrBusy = errors.New("too many retries and replays queued")
+	// ErrRoutePaused: the route is paused by an operator; nothing is
+	// sent to it, retries and replays included, until it is resumed.
+	ErrRoutePaused = errors.New("the route is paused")
 )

@@ -27,7 +27,8 @@ type replayStore interface {
 // A failed replay round leaves the delivery's state and schedule as they
 // were (a new delivery stays pending for its route's consumer). It returns
 // the deliveries as reset. A delivery with an operator's round queued
-// already makes it ErrRoundQueued, with nothing reset.
+// already makes it ErrRoundQueued, and a paused route ErrRoutePaused,
+// with nothing reset.
 func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) ([]*store.Delivery, error) {
 	ev, err := e.replay.GetEvent(ctx, source, eventID)
 	if err != nil {
@@ -40,6 +41,11 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	targets, err := e.replayTargets(ev, routeName)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range targets {
+		if r.breaker.state() == RoutePaused {
+			return nil, fmt.Errorf("%w: %s", ErrRoutePaused, r.cfg.Name)
+		}
 	}
 	scopes := make([]string, len(targets))
 	for i, r := range targets {
