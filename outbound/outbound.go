@@ -235,8 +235,12 @@ func (e *Engine) consumerConfig(r *route) natsjs.ConsumerConfig {
 		AckPolicy:      natsjs.AckExplicitPolicy,
 		AckWait:        e.cfg.AckWait,
 		MaxDeliver:     -1,
-		MaxAckPending:  max(10000, 4*r.cfg.Concurrency),
-		DeliverPolicy:  natsjs.DeliverAllPolicy,
+		// Unlimited: a message waiting for its next round (nak'd with the
+		// schedule's delay, for up to days) is pending an ack, and a
+		// limit would stop new messages once that many wait. The puller
+		// fetches only for its free workers.
+		MaxAckPending: -1,
+		DeliverPolicy: natsjs.DeliverAllPolicy,
 	}
 }
 
