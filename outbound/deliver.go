@@ -32,6 +32,9 @@ type roundState struct {
 	base     int // attempts made before this round
 	start    time.Time
 	attempts []store.Attempt
+	// unsent: the round ended while waiting for the route's rate; the
+	// attempt that follows fails unsent and is not recorded.
+	unsent bool
 }
 
 func (e *Engine) httpClient(r *route) *retryablehttp.Client {
@@ -62,7 +65,7 @@ func (e *Engine) beforeAttempt(_ retryablehttp.Logger, req *http.Request, i int)
 	}
 	// Before the attempt's timeout starts: waiting for the route's rate
 	// is not the downstream's time.
-	st.r.waitForRate(req.Context())
+	st.unsent = !st.r.waitForRate(req.Context())
 	now := time.Now()
 	setHeader(req.Header, "X-Hookgate-Attempt", strconv.Itoa(st.base+i+1))
 	if st.r.signKey != nil {
@@ -88,7 +91,7 @@ func setHeader(h http.Header, canonicalKey, v string) {
 // error is retried.
 func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	st := roundFrom(ctx)
-	if st != nil {
+	if st != nil && !st.unsent {
 		a := store.Attempt{StartedAt: st.start, Duration: time.Since(st.start)}
 		if err != nil {
 			a.Error = transportError(err)

@@ -143,22 +143,25 @@ func IdempotencyKey(route, source, eventID string) string {
 // keepIdle is a transport whose idle connections a client cannot close.
 type keepIdle struct{ http.RoundTripper }
 
-// waitForRate waits for the route's rate limiter, until ctx ends.
-func (r *route) waitForRate(ctx context.Context) {
+// waitForRate waits for the route's rate limiter, until ctx ends; ok is
+// false if ctx ended first.
+func (r *route) waitForRate(ctx context.Context) (ok bool) {
 	if r.limiter == nil {
-		return
+		return ctx.Err() == nil
 	}
 	res := r.limiter.Reserve()
 	d := res.Delay()
 	if d == 0 {
-		return
+		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
 		res.Cancel()
+		return false
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/store"
 )
@@ -74,5 +75,42 @@ func TestFailingRouteKeepsOthersConnections(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("route good opened %d connections for 5 requests one after another, want 1", n)
+	}
+}
+
+// A round stopped while it waits for the route's rate records no attempt:
+// nothing was sent. (It recorded a failed "context canceled" attempt, and
+// the first request the downstream got said X-Hookgate-Attempt 2.)
+func TestRateWaitAtStopRecordsNoAttempt(t *testing.T) {
+	ds := newDownstream(t, nil)
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, ", rate: 0.1")))
+	g.send(t, "evt_1", "invoice.paid")
+	g.waitState(t, "r", "stripe", "evt_1", store.StateSucceeded)
+	g.send(t, "evt_2", "invoice.paid") // waits about 10 s for the rate
+	// Let its round reach the wait; if it has not yet, the test proves less
+	// but does not fail.
+	time.Sleep(500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := g.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ds.requests()); n != 1 {
+		t.Fatalf("the downstream got %d requests before the stop, want 1", n)
+	}
+	g2 := restart(t, g.cfg)
+	var first string
+	waitFor(t, "evt_2 sent", func() (bool, string) {
+		for _, r := range ds.requests() {
+			if r.eventID == "evt_2" {
+				first = r.attempt
+				return true, ""
+			}
+		}
+		return false, "not yet"
+	})
+	if first != "1" {
+		d := g2.delivery(t, "r", "stripe", "evt_2")
+		t.Fatalf("the first request of evt_2 says X-Hookgate-Attempt %s (delivery %+v)", first, *d)
 	}
 }
