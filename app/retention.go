@@ -17,7 +17,7 @@ func (a *App) startRetention(ctx context.Context) error {
 		Attempts: r.Attempts,
 		Interval: r.Interval,
 		Keep: func(ev *store.OldEvent) bool {
-			return !a.engine.Finished(ev.Source, ev.Type, ev.Terminal, ev.Open)
+			return !a.engine.Finished(ev)
 		},
 		OnPruned: onPruned,
 	}, a.log.With("component", "retention"))

@@ -203,6 +203,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.loadPauses(ctx); err != nil {
 		return err
 	}
+	if err := e.loadSince(ctx); err != nil {
+		return err
+	}
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx

@@ -106,24 +106,6 @@ func (e *Engine) replayTargets(ev *store.Event, routeName string) ([]*route, err
 	return targets, nil
 }
 
-// Finished reports whether every route that takes an event under the
-// current configuration has finished with it (terminal holds the routes
-// whose delivery succeeded or is dead), and no configured route's delivery
-// of it is still open. Retention keeps events that are not finished.
-func (e *Engine) Finished(source, eventType string, terminal, open map[string]bool) bool {
-	for name := range open {
-		if e.byName[name] != nil {
-			return false
-		}
-	}
-	for _, r := range e.routes {
-		if r.matches(source, eventType) && !terminal[r.cfg.Name] {
-			return false
-		}
-	}
-	return true
-}
-
 // Consumers returns the durable JetStream consumer of each route, by route
 // name (readiness checks that they exist).
 func (e *Engine) Consumers() map[string]string {

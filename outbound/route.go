@@ -36,6 +36,9 @@ type route struct {
 	queued   *scopeSlots           // the task route's operators' rounds queued per token; nil on others
 	// filterLogged is when a filter error was last logged (unix ns).
 	filterLogged atomic.Int64
+	// since is when the route was first configured (unix ms, 0: from the
+	// start; loadSince).
+	since atomic.Int64
 }
 
 func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
