@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/andybalholm/brotli"
 )
@@ -123,5 +124,25 @@ func TestBrotliWindowOverBodyMemory(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(body), "unsupported_content_encoding") {
 		t.Errorf("a 16 MiB brotli window with a 4 MiB body_memory: %d %s, want 415 unsupported_content_encoding", resp.StatusCode, body)
+	}
+}
+
+// readAtMost reads up to limit bytes whole and refuses one more, at every
+// size around its buffer's steps.
+func TestReadAtMost(t *testing.T) {
+	for _, limit := range []int{0, 1, 32<<10 - 1, 32 << 10, 100000} {
+		for _, n := range []int{0, limit - 1, limit, limit + 1} {
+			if n < 0 {
+				continue
+			}
+			data := bytes.Repeat([]byte{'x'}, n)
+			got, err := readAtMost(iotest.OneByteReader(bytes.NewReader(data)), limit)
+			switch {
+			case n > limit && err != errTooLarge:
+				t.Errorf("limit %d, %d bytes: %v, want errTooLarge", limit, n, err)
+			case n <= limit && (err != nil || !bytes.Equal(got, data)):
+				t.Errorf("limit %d, %d bytes: %d bytes, %v", limit, n, len(got), err)
+			}
+		}
 	}
 }

@@ -45,6 +45,9 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Add("zstd", []byte("x"))
 	f.Fuzz(func(t *testing.T, enc string, body []byte) {
 		const limit = 1 << 16
+		if r := decoderRoom(enc, body); r < 0 || r > maxCodings*maxBrotliWindow {
+			t.Fatalf("decoderRoom(%q) = %d", enc, r)
+		}
 		out, e := decodeBody(enc, body, limit)
 		if e == nil && len(out) > limit {
 			t.Fatalf("decoded %d bytes, over the limit %d", len(out), limit)
