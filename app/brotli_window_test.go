@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -138,7 +139,7 @@ func TestReadAtMost(t *testing.T) {
 			data := bytes.Repeat([]byte{'x'}, n)
 			got, err := readAtMost(iotest.OneByteReader(bytes.NewReader(data)), limit)
 			switch {
-			case n > limit && err != errTooLarge:
+			case n > limit && !errors.Is(err, errTooLarge):
 				t.Errorf("limit %d, %d bytes: %v, want errTooLarge", limit, n, err)
 			case n <= limit && (err != nil || !bytes.Equal(got, data)):
 				t.Errorf("limit %d, %d bytes: %d bytes, %v", limit, n, len(got), err)
