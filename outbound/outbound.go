@@ -484,6 +484,20 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 		}
 		return
 	}
+	if r.breaker.state() == RoutePaused {
+		// Paused while the round waited: nothing is sent, and the reset
+		// to pending is undone, unless a round recorded since (a new
+		// delivery stays pending).
+		e.log.Info("operator round skipped: the route was paused meanwhile", "route", r.cfg.Name,
+			"source", ev.source, "event_id", ev.id)
+		if state := asked.State; err == nil && cur.State == store.StatePending && state != "" && state != store.StatePending {
+			if _, serr := e.retrys.SetDeliveryState(e.roundCtx, asked.ID, state); serr != nil {
+				e.log.Warn("cannot undo an operator round's reset to pending", "route", r.cfg.Name,
+					"source", ev.source, "event_id", ev.id, "state", state, "err", serr)
+			}
+		}
+		return
+	}
 	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/store"
 )
@@ -75,5 +76,49 @@ func TestPauseAndResumeAtOnceAgree(t *testing.T) {
 		if st := g.route(t, "r").State; (v == "1") != (st == "paused") {
 			t.Fatalf("round %d: the route is %q, its stored pause %q", i, st, v)
 		}
+	}
+}
+
+// A retry accepted while a round of its delivery runs, then the route
+// paused before it gets its turn, sends nothing, and the delivery keeps
+// the state the round left.
+func TestRetryQueuedThenPausedSendsNothing(t *testing.T) {
+	release := make(chan struct{})
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		if n == 1 {
+			<-release
+		}
+		w.WriteHeader(500)
+		return 500
+	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	g := startGateway(t, baseConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [200ms]")))
+	g.send(t, "evt_1", "a")
+	waitFor(t, "the second round's request held", func() (bool, string) {
+		n := len(ds.requests())
+		return n == 2, fmt.Sprint(n)
+	})
+	d := g.delivery(t, "r", "stripe", "evt_1")
+	if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken); code != 202 {
+		t.Fatalf("retry: %d %s", code, body)
+	}
+	if code, body := g.api(t, http.MethodPost, "/v1/routes/r/pause", apiToken); code != 200 {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	unblock()
+	g.waitState(t, "r", "stripe", "evt_1", store.StateDead)
+	// The retry's turn comes once the round it waited for is recorded;
+	// poll a while for a request it should not send.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if n := len(ds.requests()); n != 2 {
+			t.Fatalf("%d requests, want 2: the retry queued before the pause was sent", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := g.delivery(t, "r", "stripe", "evt_1"); d.State != store.StateDead {
+		t.Errorf("the delivery is %s after the skipped retry, want dead", d.State)
 	}
 }
