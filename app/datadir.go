@@ -34,8 +34,8 @@ func (e *InUseError) Error() string {
 
 // Lock takes an exclusive flock on each place a gateway writes, creating
 // its directory if needed: data_dir/LOCK, store.path's lock file beside
-// it (<store.path>.lock) and, with the embedded server,
-// nats.store_dir/LOCK. Each holds this process's pid. store.path and
+// it (<store.path>.lock, beside the file a symlink names) and, with the
+// embedded server, nats.store_dir/LOCK. Each holds this process's pid. store.path and
 // nats.store_dir may be outside data_dir, so two gateways with their own
 // data_dir still cannot share them. A lock file that is one already taken
 // (nats.store_dir set to data_dir) is not locked twice. The locks last
@@ -43,9 +43,13 @@ func (e *InUseError) Error() string {
 // files stay). A lock held elsewhere is an *InUseError.
 func Lock(cfg *config.Config) (release func() error, err error) {
 	type lock struct{ key, path, dir, file string }
+	db := cfg.Store.Path
+	if real, err := filepath.EvalSymlinks(db); err == nil {
+		db = real // two links to one file are one store
+	}
 	locks := []lock{
 		{"data_dir", cfg.DataDir, cfg.DataDir, filepath.Join(cfg.DataDir, LockFile)},
-		{"store.path", cfg.Store.Path, filepath.Dir(cfg.Store.Path), cfg.Store.Path + ".lock"},
+		{"store.path", cfg.Store.Path, filepath.Dir(db), db + ".lock"},
 	}
 	if cfg.NATS.URL == "" {
 		locks = append(locks, lock{"nats.store_dir", cfg.NATS.StoreDir, cfg.NATS.StoreDir,
