@@ -3,6 +3,7 @@ package expr
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -29,11 +30,24 @@ const MaxDepth = 256
 // reflection): twice as fast as encoding/json into any, with a third of
 // its allocations; FuzzParseBody holds it to encoding/json's result.
 func ParseBody(b []byte) (v any, loss Loss, err error) {
+	return parseBody(b, false)
+}
+
+// ParseBodyNudged is ParseBody with each number Loss.Rounded counts moved
+// to the next double: an expression whose result changes with it depends
+// on digits that decoding lost.
+func ParseBodyNudged(b []byte) (any, error) {
+	v, _, err := parseBody(b, true)
+	return v, err
+}
+
+func parseBody(b []byte, nudge bool) (v any, loss Loss, err error) {
 	if !shallow(b) || !gjson.ValidBytes(b) {
 		return nil, Loss{}, ErrNotJSON
 	}
 	loss.Replaced = !utf8.Valid(b) || surrogateEscape(b)
-	return value(gjson.ParseBytes(b), &loss), loss, nil
+	p := parser{loss: &loss, nudge: nudge}
+	return p.value(gjson.ParseBytes(b)), loss, nil
 }
 
 // Loss is what decoding a body may have changed.
@@ -41,17 +55,19 @@ type Loss struct {
 	// Replaced: the body holds invalid UTF-8 or a \u escape of a
 	// surrogate, which decoding replaced with U+FFFD.
 	Replaced bool
-	// Rounded holds, as string() gives them, the numbers the body writes
-	// with more digits than a double keeps (an integer beyond 64 bits,
-	// 0.10000000000000001): two such numbers may give one text.
-	Rounded []string
+	// Rounded counts the numbers the body writes with more digits than a
+	// double keeps (an integer beyond 64 bits, 0.10000000000000001): two
+	// bodies differing only there give the same values.
+	Rounded int
 }
 
-// maxRounded bounds Loss.Rounded; past it, the last is "" (any text).
-const maxRounded = 16
+type parser struct {
+	loss  *Loss
+	nudge bool
+}
 
-// value is r as ParseBody gives it; loss collects rounded numbers.
-func value(r gjson.Result, loss *Loss) any {
+// value is r as ParseBody gives it.
+func (p parser) value(r gjson.Result) any {
 	switch r.Type {
 	case gjson.Null:
 		return nil
@@ -69,11 +85,9 @@ func value(r gjson.Result, loss *Loss) any {
 			return u
 		}
 		if rounded(r.Raw, r.Num) {
-			switch n := len(loss.Rounded); {
-			case n < maxRounded:
-				loss.Rounded = append(loss.Rounded, strconv.FormatFloat(r.Num, 'g', -1, 64))
-			case loss.Rounded[n-1] != "":
-				loss.Rounded[n-1] = ""
+			p.loss.Rounded++
+			if p.nudge {
+				return nudged(r.Num)
 			}
 		}
 		return r.Num
@@ -81,17 +95,29 @@ func value(r gjson.Result, loss *Loss) any {
 	if r.IsArray() {
 		out := []any{}
 		r.ForEach(func(_, e gjson.Result) bool {
-			out = append(out, value(e, loss))
+			out = append(out, p.value(e))
 			return true
 		})
 		return out
 	}
 	out := map[string]any{}
 	r.ForEach(func(k, e gjson.Result) bool {
-		out[k.Str] = value(e, loss)
+		out[k.Str] = p.value(e)
 		return true
 	})
 	return out
+}
+
+// nudged is the double next to f (the largest finite one for an
+// infinity).
+func nudged(f float64) float64 {
+	switch {
+	case math.IsInf(f, 1):
+		return math.MaxFloat64
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
+	}
+	return math.Nextafter(f, math.Inf(1))
 }
 
 // rounded reports whether the JSON number literal lit has a value other

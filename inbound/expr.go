@@ -41,9 +41,9 @@ const maxExprErrLen = 200
 // type), in place of id and typ. The body is parsed only if one of them
 // reads it; the headers are collected only if one reads them. inexact
 // marks a result that may hold a U+FFFD the body did not (invalid UTF-8,
-// a surrogate escape), for textProblem. An ID holding the text of a
-// number the body writes with more digits than a double keeps is
-// refused: another body's number could give the same ID.
+// a surrogate escape), for textProblem. An ID that depends on a number
+// the body writes with more digits than a double keeps is refused:
+// another body's number could give the same ID.
 func (s *source) evaluate(c *fiber.Ctx, body []byte, id, typ string, inexact *[2]bool) (string, string, exprProblem) {
 	in := expr.Input{Source: s.name, Type: typ}
 	var loss expr.Loss
@@ -72,25 +72,28 @@ func (s *source) evaluate(c *fiber.Ctx, body []byte, id, typ string, inexact *[2
 		}
 		id = v
 		inexact[0] = loss.Replaced && strings.ContainsRune(v, utf8.RuneError)
-		if roundedIn(v, loss.Rounded) {
+		if loss.Rounded > 0 && s.roundedID(body, &in, v) {
 			return "", "", exprProblem{"invalid_event_id",
-				"id_expr: the ID holds a number with more digits than a double keeps; send it as a JSON string, or use id_field",
+				"id_expr: the ID depends on a number with more digits than a double keeps; send it as a JSON string, or use id_field",
 				"id_expr used a rounded number"}
 		}
 	}
 	return id, typ, exprProblem{}
 }
 
-// roundedIn reports whether id holds one of the rounded numbers' texts
-// ("" stands for any): two bodies whose numbers differ past a double's
-// digits would give one ID.
-func roundedIn(id string, rounded []string) bool {
-	for _, r := range rounded {
-		if r == "" || strings.Contains(id, r) {
-			return true
-		}
+// roundedID reports whether the ID id_expr gave (id, from in) changes
+// when the body's numbers that decoding rounded move to the next double:
+// two bodies whose numbers differ past a double's digits would then give
+// one ID.
+func (s *source) roundedID(body []byte, in *expr.Input, id string) bool {
+	nudged, err := expr.ParseBodyNudged(body)
+	if err != nil {
+		return true
 	}
-	return false
+	alt := *in
+	alt.Body = nudged
+	v, err := s.idExpr.Text(&alt)
+	return err != nil || v != id
 }
 
 // expressions gives id and typ from the source's expressions, if it has

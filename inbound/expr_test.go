@@ -86,7 +86,8 @@ func TestIDExprRefused(t *testing.T) {
 // An id_expr giving a number's text is refused when the body writes the
 // number with more digits than a double keeps: two such numbers give one
 // text, and the second event would be answered duplicate. A number a
-// double holds as written is one ID however written.
+// double holds as written is one ID however written, and an ID that does
+// not depend on a rounded number is taken.
 func TestIDExprRoundedNumberRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarnessFor(t, []Source{{Name: "q", Verify: "none", IDExpr: `string(body.id)`}}, Options{})
@@ -100,6 +101,9 @@ func TestIDExprRoundedNumberRefused(t *testing.T) {
 		{`100`, "accepted", "100"},
 		{`1e2`, "duplicate", "100"},
 		{`12345678901234567890`, "accepted", "12345678901234567890"},
+		// A string ID beside rounded numbers it does not depend on.
+		{`"inv_1.1","total":1.1000000000000001`, "accepted", "inv_1.1"},
+		{`"evt_abc","prices":[` + strings.Repeat(`0.10000000000000001,`, 17) + `0]`, "accepted", "evt_abc"},
 	} {
 		a := h.post(t, "q", []byte(`{"id":`+tc.id+`}`), nil)
 		switch {
