@@ -334,6 +334,11 @@ func (r *Relay) checkStream(ctx context.Context, st *runState) {
 	case err == nil && !state.Created.Equal(st.preparedFor):
 		r.log.Warn("outbox relay: the stream was created anew; creating the consumers again and publishing what it lacks")
 		st.prepared = false
+	case err == nil && int64(state.LastSeq) < r.highest:
+		r.log.Warn("outbox relay: the stream ends before what it acknowledged: it lost its tail (a server crash inside its fsync interval?); publishing what it lost again",
+			"last_seq", state.LastSeq, "acknowledged", r.highest)
+		r.lostFrom = int64(state.LastSeq) + 1
+		st.prepared = false
 	}
 	if err := r.b.StreamHealth(); err != nil {
 		if st.brokenChecks++; st.brokenChecks < 2 {
