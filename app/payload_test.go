@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -67,17 +67,7 @@ func TestMaxBodyOverBrokerPayload(t *testing.T) {
 // runNATSPayload is gatewaytest.RunNATS with a max payload.
 func runNATSPayload(t *testing.T, port int, dir string, maxPayload int32) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoSigs: true, NoLog: true, MaxPayload: maxPayload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return gatewaytest.RunNATSWith(t, server.Options{Port: port, StoreDir: dir, MaxPayload: maxPayload})
 }
 
 func postPadded(t *testing.T, a *App, id string, pad int) (int, string) {

@@ -41,17 +41,7 @@ func TestConnectionLogsHideURLToken(t *testing.T) {
 	port := gatewaytest.FreePort(t)
 	dir := t.TempDir()
 	run := func() *server.Server {
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-			StoreDir: dir, NoSigs: true, NoLog: true, Authorization: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Start()
-		if !srv.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		t.Cleanup(srv.Shutdown)
-		return srv
+		return gatewaytest.RunNATSWith(t, server.Options{Port: port, StoreDir: dir, Authorization: token})
 	}
 	srv := run()
 	// Through a proxy, whose -ERR makes NATS close the connection for

@@ -24,17 +24,7 @@ func TestNoPublishHeldAcrossReconnect(t *testing.T) {
 	port := gatewaytest.FreePort(t)
 	dir := t.TempDir()
 	run := func(maxPayload int32) *server.Server {
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-			StoreDir: dir, NoSigs: true, NoLog: true, MaxPayload: maxPayload})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Start()
-		if !srv.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		t.Cleanup(srv.Shutdown)
-		return srv
+		return gatewaytest.RunNATSWith(t, server.Options{Port: port, StoreDir: dir, MaxPayload: maxPayload})
 	}
 	srv := run(1 << 20)
 	b, err := Connect(ctx, Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Stream: "EVENTS",

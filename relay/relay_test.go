@@ -227,16 +227,7 @@ func TestRelayStopRecordsRefusedAcks(t *testing.T) {
 // An event over the server's max payload is parked and the events behind
 // it are published, in order; nothing is lost.
 func TestRelayParksRefusedEvent(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := gatewaytest.RunNATSWith(t, server.Options{StoreDir: t.TempDir(), MaxPayload: 8 << 10})
 	st, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "db")}, quietLog())
 	if err != nil {
 		t.Fatal(err)

@@ -41,11 +41,22 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() (ok b
 // port is 0) storing under dir, and shuts it down when the test ends.
 func RunNATS(t testing.TB, port int, dir string) *server.Server {
 	t.Helper()
-	if port == 0 {
-		port = -1
+	return RunNATSWith(t, server.Options{Port: port, StoreDir: dir})
+}
+
+// RunNATSWith is RunNATS with more of the server's options: Host
+// defaults to 127.0.0.1 and Port 0 to a free port; JetStream is on,
+// signals and logs off.
+func RunNATSWith(t testing.TB, opts server.Options) *server.Server {
+	t.Helper()
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
 	}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: dir, NoSigs: true, NoLog: true})
+	if opts.Port == 0 {
+		opts.Port = -1
+	}
+	opts.JetStream, opts.NoSigs, opts.NoLog = true, true, true
+	srv, err := server.NewServer(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
