@@ -73,8 +73,9 @@ type Config struct {
 	AckWait time.Duration
 	// UserAgent is sent with every request. Default "hookgate/dev".
 	UserAgent string
-	// Transport is the HTTP transport of every route. Default: a pooled
-	// transport without environment proxies.
+	// Transport is the HTTP transport of every route; an *http.Transport
+	// is cloned for each, so each route has its own pool. Default: a
+	// pooled transport without environment proxies.
 	Transport http.RoundTripper
 	// Metrics, if set, counts deliveries.
 	Metrics *Metrics

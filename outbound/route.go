@@ -66,11 +66,16 @@ func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 	if rc.Rate > 0 {
 		r.limiter = rate.NewLimiter(rate.Limit(rc.Rate), max(1, int(rc.Rate)))
 	}
+	if t, ok := transport.(*http.Transport); ok {
+		// A pool of its own: go-retryablehttp closes its client's idle
+		// connections after every round that failed, which would close
+		// every route's. (A wrapper without CloseIdleConnections would
+		// make net/http run a timer goroutine per request, and race its
+		// timeout's error text.)
+		transport = t.Clone()
+	}
 	r.client = &http.Client{
-		// Without CloseIdleConnections: go-retryablehttp calls it after
-		// every round that failed, which would close the idle connections
-		// of every route sharing the transport.
-		Transport: keepIdle{transport},
+		Transport: transport,
 		Timeout:   rc.Timeout,
 		// Redirects are not followed: a 3xx is a failed attempt.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -142,9 +147,6 @@ func IdempotencyKey(route, source, eventID string) string {
 	hex.Encode(out[3:], sum[:16])
 	return string(out[:])
 }
-
-// keepIdle is a transport whose idle connections a client cannot close.
-type keepIdle struct{ http.RoundTripper }
 
 // waitForRate waits for the route's rate limiter, until ctx ends; ok is
 // false if ctx ended first.
