@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -73,15 +72,7 @@ func TestBrotliWindowInBodyBudget(t *testing.T) {
 		fmt.Fprintf(c, "POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n%s", strings.Repeat("a", 600<<10))
 	}
 	waitFor(t, "2 MiB held", func() (bool, string) {
-		resp, err := http.Get("http://" + a.Addr() + "/metrics")
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		m, _ := io.ReadAll(resp.Body)
-		_, held, _ := strings.Cut(string(m), "\nhookgate_http_body_bytes_held ")
-		held, _, _ = strings.Cut(held, "\n")
-		n, _ := strconv.ParseFloat(held, 64)
+		n, held := bodyBytesHeld(a)
 		return n == 2<<20, "held " + held
 	})
 	post := func(coding string, body []byte) int {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,8 +155,8 @@ func TestBodyBudget(t *testing.T) {
 		return string(m)
 	}
 	waitFor(t, "both holders in the budget", func() (bool, string) {
-		m := metrics()
-		return strings.Contains(m, "hookgate_http_body_bytes_held 2.097152e+06"), "not yet"
+		n, held := bodyBytesHeld(a)
+		return n == 2<<20, "held " + held
 	})
 	resp, body, _ := exchange(t, a.Addr(), head+part)
 	if resp.StatusCode != 503 || errorCode(body) != "server_busy" || resp.Header.Get("Retry-After") == "" || !resp.Close {
@@ -243,17 +244,9 @@ func TestBodyBudgetHeldAsBodiesArrive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := fmt.Sprintf("hookgate_http_body_bytes_held %d\n", senders*16<<10)
 	waitFor(t, "every sender's 16 KiB held", func() (bool, string) {
-		resp, err := http.Get("http://" + a.Addr() + "/metrics")
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		m, _ := io.ReadAll(resp.Body)
-		_, held, _ := strings.Cut(string(m), "\nhookgate_http_body_bytes_held ")
-		held, _, _ = strings.Cut(held, "\n")
-		return strings.Contains(string(m), want), "held " + held
+		n, held := bodyBytesHeld(a)
+		return n == senders*16<<10, "held " + held
 	})
 	if status, body := postPadded(t, a, "evt_beside_tricklers", 20000); status != 200 {
 		t.Fatalf("a signed 20 KB webhook beside %d senders that trickle: %d %s, want 200", senders, status, body)
@@ -514,4 +507,22 @@ func TestBodyBudgetNoHoldAndWait(t *testing.T) {
 	if got := b.held.Load(); got != 0 {
 		t.Fatalf("%d bytes still held after every body", got)
 	}
+}
+
+// bodyBytesHeld reads hookgate_http_body_bytes_held from /metrics: its
+// value, and its text ("" when it could not be read).
+func bodyBytesHeld(a *App) (float64, string) {
+	resp, err := http.Get("http://" + a.Addr() + "/metrics")
+	if err != nil {
+		return -1, ""
+	}
+	defer resp.Body.Close()
+	m, _ := io.ReadAll(resp.Body)
+	_, held, _ := strings.Cut(string(m), "\nhookgate_http_body_bytes_held ")
+	held, _, _ = strings.Cut(held, "\n")
+	n, err := strconv.ParseFloat(held, 64)
+	if err != nil {
+		return -1, held
+	}
+	return n, held
 }

@@ -3,34 +3,24 @@ package jetstream
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // nats.go's connect takes no context: to a server that accepts but never
 // answers it waits out the connect timeout. Start gives it up as soon as
 // its ctx is done (a SIGTERM during start-up), with ctx's error.
 func TestStartGivesUpConnectOnCancel(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- c
-		}
-	}()
+	addr, accepted := gatewaytest.SilentServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := New(Config{URL: "nats://" + ln.Addr().String(), Stream: "EVENTS", ConnectTimeout: time.Minute}, quietLog())
+	b := New(Config{URL: "nats://" + addr, Stream: "EVENTS", ConnectTimeout: time.Minute}, quietLog())
 	started := make(chan error, 1)
 	go func() { started <- b.Start(ctx) }()
 	select {
-	case c := <-accepted:
-		defer c.Close()
+	case <-accepted:
 	case err := <-started:
 		t.Fatalf("Start returned %v before connecting", err)
 	case <-time.After(10 * time.Second):

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -72,24 +71,14 @@ func waitLog(t *testing.T, g *gateway, text string) {
 // server that accepts but never answers, for up to connect_timeout) is a
 // requested stop: the gateway stops at once, exit 0, logging it at info.
 func TestSIGTERMDuringStartup(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- c
-		}
-	}()
+	addr, accepted := gatewaytest.SilentServer(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
 nats: {url: "nats://%s", connect_timeout: 5m}
 sources: [{name: stripe, verify: stripe, secrets: [%q]}]
-`, filepath.Join(dir, "data"), ln.Addr(), secret))
+`, filepath.Join(dir, "data"), addr, secret))
 	p, err := gatewaytest.Start("gateway", []string{gatewayBinary(t), "-config", cfg}, gatewaytest.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +87,7 @@ sources: [{name: stripe, verify: stripe, secrets: [%q]}]
 	// Connecting to the listener: the signal handler is in place, the
 	// start-up is not done.
 	select {
-	case c := <-accepted:
-		defer c.Close()
+	case <-accepted:
 	case <-p.Done():
 		t.Fatalf("gateway exited before connecting to NATS:\n%s", p.Log())
 	case <-time.After(30 * time.Second):

@@ -155,3 +155,23 @@ func IOCounter(field string) int64 {
 	}
 	return -1
 }
+
+// SilentServer listens on 127.0.0.1 and accepts one connection, which it
+// sends on accepted and never answers (a server that hangs a client's
+// handshake). It closes when the test ends.
+func SilentServer(t testing.TB) (addr string, accepted <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			t.Cleanup(func() { c.Close() })
+			ch <- c
+		}
+	}()
+	return ln.Addr().String(), ch
+}
