@@ -34,6 +34,9 @@ func brokerConfig(n config.NATS) jetstream.Config {
 		SyncInterval: n.SyncInterval, SyncAlways: n.SyncAlways,
 		Stream: n.Stream, DuplicateWindow: n.DuplicateWindow, Replicas: n.Replicas, Retention: n.Retention,
 		ConnectTimeout: n.ConnectTimeout,
+		Auth: jetstream.Auth{
+			Credentials: n.Credentials, CAFile: n.TLS.CAFile, CertFile: n.TLS.CertFile, KeyFile: n.TLS.KeyFile,
+		},
 	}
 }
 

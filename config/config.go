@@ -197,6 +197,29 @@ type NATS struct {
 	// OutboxMaxAge is how old the oldest event not yet acknowledged by
 	// JetStream may be before /readyz and /readyz/delivery fail. Default 60s.
 	OutboxMaxAge time.Duration `yaml:"outbox_max_age"`
+	// Credentials authenticates to an external NATS: a credentials file
+	// (a user JWT and its nkey seed, as nsc writes it, for a server in
+	// operator mode), or a file holding only a user nkey seed (SU…, for a
+	// server that lists the user's public nkey). Default "": none. Needs
+	// url.
+	Credentials string `yaml:"credentials"`
+	// TLS is the connection's TLS beyond the URL's: private CAs and a
+	// client certificate. Default: none (tls:// URLs use the system's
+	// roots). Needs url.
+	TLS NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS configures TLS to an external NATS. Every file is read again at
+// each (re)connect, so a renewed certificate needs no restart.
+type NATSTLS struct {
+	// CAFile is a PEM bundle of the CAs that sign the servers'
+	// certificates, in place of the system's roots. Default "". Set, it
+	// makes the connection TLS whatever the URL's scheme.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// servers that verify clients (mutual TLS). Both or neither. Default "".
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Store tunes the SQLite store.

@@ -98,6 +98,8 @@ func TestFullExample(t *testing.T) {
 			Replicas:        3,
 			ConnectTimeout:  20 * time.Second,
 			OutboxMaxAge:    2 * time.Minute,
+			Credentials:     "testdata/nats/hookgate.creds",
+			TLS:             NATSTLS{CAFile: "testdata/nats/ca.pem", CertFile: "testdata/nats/client.pem", KeyFile: "testdata/nats/client.key"},
 		},
 		Store: Store{Path: "/var/lib/hookgate/db.sqlite", BatchMax: 256, Readers: 8, WALMaxMB: 256, WALZeroFill: true},
 		Sources: []Source{

@@ -285,6 +285,7 @@ func (c *Config) validateNATS(v *validator) {
 	}
 	v.positiveDuration("nats.connect_timeout", n.ConnectTimeout)
 	v.positiveDuration("nats.outbox_max_age", n.OutboxMaxAge)
+	v.natsAuth(n)
 }
 
 // natsURL checks nats.url's servers as nats.go reads them: host:port alone

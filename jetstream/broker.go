@@ -67,6 +67,9 @@ type Config struct {
 	// gateway no longer declares is kept once nobody pulls from it.
 	// Default RetireAfter (an hour).
 	RetireAfter time.Duration
+	// Auth is how the connection to an external NATS authenticates and
+	// which TLS it uses beyond the URL's (auth.go).
+	Auth Auth
 }
 
 // Broker is a NATS connection with JetStream, and the embedded server behind
@@ -218,6 +221,12 @@ func (b *Broker) dial() (*link, error) {
 	}
 	if b.srv != nil {
 		opts = append(opts, nats.InProcessServer(b.srv))
+	} else {
+		auth, err := cfg.Auth.options()
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+		opts = append(opts, auth...)
 	}
 	nc, err := nats.Connect(b.url, opts...)
 	if err != nil {
