@@ -205,11 +205,19 @@ func (a *App) buildEngine(ctx context.Context) error {
 		return fmt.Errorf("tasks.allow: %w", err)
 	}
 	a.egress = policy
+	taskTransport := policy.Transport()
+	if a.cfg.Tasks.Proxy != "" {
+		u, err := egress.ParseProxy(a.cfg.Tasks.Proxy.Reveal())
+		if err != nil {
+			return fmt.Errorf("tasks.proxy: %w", err)
+		}
+		taskTransport = policy.ProxyTransport(u)
+	}
 	e, err := outbound.New(outboundRoutes(a.cfg.Routes), a.store, a.broker, outbound.Config{
 		UserAgent:     "hookgate/" + Version,
 		Metrics:       outbound.NewMetrics(a.consoleRegisterer()),
 		Tasks:         outboundTasks(a.cfg.Tasks),
-		TaskTransport: policy.Transport(),
+		TaskTransport: taskTransport,
 		State:         a.deliveryState(),
 		Alerts:        a.outboundAlerts(),
 		Pauses:        a.clusterPauses(),

@@ -75,6 +75,7 @@ func outboundRoutes(cs []config.Route) []outbound.Route {
 			Events:           c.Events,
 			Filter:           c.Filter,
 			URL:              c.URL.Reveal(),
+			Proxy:            c.Proxy.Reveal(),
 			Secret:           c.Secret.Reveal(),
 			Headers:          c.Headers,
 			Timeout:          c.Timeout,

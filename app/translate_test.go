@@ -84,7 +84,7 @@ func TestTranslate(t *testing.T) {
 // forgotten here.
 func TestTranslateEveryField(t *testing.T) {
 	t.Parallel()
-	tc := config.Tasks{Secret: "s", KeyTTL: 1, Timeout: 1, Concurrency: 1, TokenConcurrency: 1, Retries: 1,
+	tc := config.Tasks{Secret: "s", KeyTTL: 1, Timeout: 1, Proxy: "p", Concurrency: 1, TokenConcurrency: 1, Retries: 1,
 		RetryWaitMin: 1, RetryWaitMax: 1, Schedule: sched, MaxBody: 1}
 	cases := []struct {
 		name   string
@@ -101,7 +101,7 @@ func TestTranslateEveryField(t *testing.T) {
 			IDHeader: "h", IDField: "f", TypeHeader: "h", TypeField: "f",
 			IDExpr: "i", TypeExpr: "t"}})[0], nil},
 		{"route", outboundRoutes([]config.Route{{Name: "n", Sources: []string{"s"}, Events: []string{"e"}, Filter: "f",
-			URL: "u", Secret: "s", Timeout: 1, Headers: config.Headers{"h": "v"}, Concurrency: 1, Rate: 1,
+			URL: "u", Proxy: "p", Secret: "s", Timeout: 1, Headers: config.Headers{"h": "v"}, Concurrency: 1, Rate: 1,
 			Retries: 1, BreakerThreshold: 1, BreakerCooldown: 1, RetryWaitMin: 1, RetryWaitMax: 1,
 			Schedule: sched}})[0], nil},
 		{"task route", *outboundTasks(tc), nil},

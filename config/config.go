@@ -95,6 +95,11 @@ type Tasks struct {
 	KeyTTL time.Duration `yaml:"key_ttl"`
 	// Timeout per attempt. Default 15s.
 	Timeout time.Duration `yaml:"timeout"`
+	// Proxy is a forward proxy for task requests, as routes[].proxy.
+	// Default "": none. The egress check at dial time (allow) then applies
+	// to the proxy's address; task URLs are still checked when submitted,
+	// and the proxy must refuse what tasks must not reach.
+	Proxy URL `yaml:"proxy"`
 	// Concurrency is the most task attempts in flight. Default 16; at
 	// most MaxConcurrency.
 	Concurrency int `yaml:"concurrency"`
@@ -331,6 +336,10 @@ type Route struct {
 	Filter string `yaml:"filter"`
 	// URL is the downstream, http or https. Required.
 	URL URL `yaml:"url"`
+	// Proxy is a forward proxy for this route's requests: http://,
+	// https:// or socks5:// (credentials as userinfo). Default "": none;
+	// environment proxies (HTTPS_PROXY) are never used.
+	Proxy URL `yaml:"proxy"`
 	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").
 	// Empty: requests are unsigned.
 	Secret Secret `yaml:"secret"`

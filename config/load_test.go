@@ -131,6 +131,7 @@ func TestFullExample(t *testing.T) {
 			Events:           []string{"invoice.*", "customer.subscription.*"},
 			Filter:           "!has(body.livemode) || body.livemode",
 			URL:              "https://billing.internal:8443/hooks?src=hookgate",
+			Proxy:            "http://hookgate:proxy-password@smokescreen.internal:4750",
 			Secret:           testStandardSecret,
 			Timeout:          5 * time.Second,
 			Headers:          map[string]string{"Authorization": "Bearer abc123", "X-Team": "billing"},
@@ -145,7 +146,7 @@ func TestFullExample(t *testing.T) {
 		}},
 		Tasks: Tasks{
 			Secret: testStandardSecret, Allow: []string{"10.0.0.0/8", "billing.internal"},
-			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Concurrency: 4, TokenConcurrency: 2, Retries: 1,
+			KeyTTL: 48 * time.Hour, Timeout: 20 * time.Second, Proxy: "socks5://egress.internal:1080", Concurrency: 4, TokenConcurrency: 2, Retries: 1,
 			RetryWaitMin: 200 * time.Millisecond, RetryWaitMax: 3 * time.Second,
 			Schedule: []time.Duration{time.Minute, time.Hour}, MaxBody: 65536,
 			Tokens: Secrets{"task-client-token-0123456789"},

@@ -196,6 +196,7 @@ func (c *Config) validateTasks(v *validator) {
 	}
 	v.positiveDuration("tasks.key_ttl", t.KeyTTL)
 	v.positiveDuration("tasks.timeout", t.Timeout)
+	v.proxy("tasks.proxy", t.Proxy)
 	v.atMost("tasks.concurrency", t.Concurrency, MaxConcurrency)
 	v.positiveInt("tasks.max_body", t.MaxBody)
 	if t.Retries < 0 {
@@ -546,10 +547,21 @@ func (v *validator) target(p string, r *Route) {
 	} else if u, err := url.Parse(r.URL.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
 		v.errorf(p+".url", "must be an absolute http:// or https:// URL with a host")
 	}
+	v.proxy(p+".proxy", r.Proxy)
 	if r.Secret != "" {
 		if _, err := signature.DecodeStandardSecret(r.Secret.Reveal()); err != nil {
 			v.errorf(p+".secret", "invalid standard webhooks secret: %v", err)
 		}
+	}
+}
+
+// proxy checks a route's or tasks' proxy; the URL is not echoed.
+func (v *validator) proxy(p string, u URL) {
+	if u == "" {
+		return
+	}
+	if _, err := egress.ParseProxy(u.Reveal()); err != nil {
+		v.errorf(p, "%v", err)
 	}
 }
 

@@ -150,6 +150,19 @@ func (p *Policy) Transport() *http.Transport {
 	}
 }
 
+// ProxyTransport is Transport through the forward proxy u: every
+// connection goes to the proxy, dialed as it is (the operator chose it),
+// and the task URL's host is checked only when the task is submitted
+// (CheckURL). The proxy must refuse what tasks must not reach, including
+// names that resolve to private addresses by the time it dials them
+// (Smokescreen, for one, does).
+func (p *Policy) ProxyTransport(u *url.URL) *http.Transport {
+	t := p.Transport()
+	t.Proxy = http.ProxyURL(u)
+	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}).DialContext
+	return t
+}
+
 // destination checks host (from a URL or a dial address, without brackets)
 // and resolves it on network ("ip", "ip4", "ip6"). It returns the
 // normalized name ("" for an IP literal) and the addresses, every one of

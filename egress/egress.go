@@ -13,6 +13,10 @@
 //     to the name. A host that answered a public address at submit time and
 //     127.0.0.1 at delivery time is therefore refused at delivery time.
 //
+// With a forward proxy (tasks.proxy, ProxyTransport) every connection goes
+// to the proxy, so only the submit-time check is the gateway's; the proxy
+// judges what it connects to.
+//
 // Refused address classes (each can be opened by an allow entry):
 //
 //	IPv4: 0.0.0.0 (unspecified), 0.0.0.0/8 ("this network"), 10/8,

@@ -33,6 +33,10 @@ type Route struct {
 	Filter string
 	// URL is the downstream, http or https. Required.
 	URL string
+	// Proxy is the forward proxy requests go through: http://, https://
+	// or socks5:// (userinfo: its credentials). Empty: none (environment
+	// proxies are never used).
+	Proxy string
 	// Secret is a Standard Webhooks signing secret ("whsec_<base64>").
 	// Empty: requests are unsigned.
 	Secret string
@@ -145,7 +149,7 @@ func (rc Route) withDefaults() Route {
 func (rc Route) masked() any {
 	type route Route // without the methods
 	m := route(rc)
-	m.URL = maskURL(m.URL)
+	m.URL, m.Proxy = maskURL(m.URL), maskURL(m.Proxy)
 	m.Secret = maskSecret(m.Secret)
 	m.Headers = maskHeaders(m.Headers)
 	m.Sources, m.Events, m.Schedule = slices.Clone(m.Sources), slices.Clone(m.Events), slices.Clone(m.Schedule)

@@ -61,9 +61,10 @@ func TestTaskRoute(t *testing.T) {
 // or an error could: no credential may show.
 func TestRouteMasked(t *testing.T) {
 	t.Parallel()
-	secrets := []string{"whsec_s3cr3tSigningKey", "hunter2", "T000/B000/XXXXXXXX", "tok3n-in-query", "Bearer abcdef"}
+	secrets := []string{"whsec_s3cr3tSigningKey", "hunter2", "T000/B000/XXXXXXXX", "tok3n-in-query", "Bearer abcdef", "pr0xy-pw"}
 	rc := Route{Name: "slack", Sources: []string{"stripe"},
 		URL:     "https://user:hunter2@hooks.example.com/services/T000/B000/XXXXXXXX?token=tok3n-in-query",
+		Proxy:   "http://hookgate:pr0xy-pw@smokescreen:4750",
 		Secret:  "whsec_s3cr3tSigningKey",
 		Headers: map[string]string{"Authorization": "Bearer abcdef"},
 		Timeout: time.Second}
@@ -86,7 +87,7 @@ func TestRouteMasked(t *testing.T) {
 			t.Errorf("%q printed:\n%s", s, out.String())
 		}
 	}
-	for _, s := range []string{"slack", "https://hooks.example.com/[masked]", "Authorization", "stripe"} {
+	for _, s := range []string{"slack", "https://hooks.example.com/[masked]", "http://smokescreen:4750/[masked]", "Authorization", "stripe"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("%q not printed:\n%s", s, out.String())
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/hookgate/hookgate/egress"
 	"github.com/hookgate/hookgate/expr"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/signature"
@@ -72,7 +73,17 @@ func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 		// every route's. (A wrapper without CloseIdleConnections would
 		// make net/http run a timer goroutine per request, and race its
 		// timeout's error text.)
-		transport = t.Clone()
+		t = t.Clone()
+		if rc.Proxy != "" {
+			u, err := egress.ParseProxy(rc.Proxy)
+			if err != nil {
+				return nil, fmt.Errorf("route %s: proxy: %w", rc.Name, err)
+			}
+			t.Proxy = http.ProxyURL(u)
+		}
+		transport = t
+	} else if rc.Proxy != "" {
+		return nil, fmt.Errorf("route %s: a proxy needs an *http.Transport", rc.Name)
 	}
 	r.client = &http.Client{
 		Transport: transport,
