@@ -59,7 +59,7 @@ type retryStore interface {
 
 // recoverStore is what Recover reads and requeues.
 type recoverStore interface {
-	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string, fn func(ev *store.Event, terminal map[string]bool) error) error
+	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string]store.RouteTakes, fn func(ev *store.Event, deliveries map[string]bool) error) error
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
 	Requeue(ctx context.Context, seqs []int64) error
 	Meta(ctx context.Context, key string) (string, error)

@@ -8,19 +8,21 @@ import (
 
 // Owed returns the intake sequences of the published events whose stream
 // sequence is past afterStreamSeq (every published event when it is
-// negative) that some route takes (its sources and event filters) and has
-// not finished, and those of the events of every pending delivery of a
-// configured route (an operator's retry or replay cut short by a stop or
+// negative) that some route takes (its sources and event filters) and
+// still needs (owes), and those of the events of every pending delivery
+// of a configured route (an operator's retry or replay cut short by a stop or
 // a crash, or a delivery whose message is still in the stream). The relay
 // asks it to put back in the outbox what the stream lost (relay.Owed).
 func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending []int64, err error) {
-	sources := make(map[string][]string, len(e.routes))
+	routes := make(map[string]store.RouteTakes, len(e.routes))
 	for _, r := range e.routes {
-		sources[r.cfg.Name] = r.cfg.Sources
+		routes[r.cfg.Name] = store.RouteTakes{Sources: r.cfg.Sources, Since: r.since.Load()}
 	}
-	err = e.store.PublishedSince(ctx, afterStreamSeq, sources, func(ev *store.Event, terminal map[string]bool) error {
+	err = e.store.PublishedSince(ctx, afterStreamSeq, routes, func(ev *store.Event, deliveries map[string]bool) error {
+		received := ev.ReceivedAt.UnixMilli()
 		for _, r := range e.routes {
-			if r.matches(ev.Source, ev.Type) && !terminal[r.cfg.Name] {
+			terminal, has := deliveries[r.cfg.Name]
+			if r.matches(ev.Source, ev.Type) && owes(has, terminal, received, r.since.Load()) {
 				lost = append(lost, ev.Seq)
 				return nil
 			}
@@ -40,4 +42,16 @@ func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending 
 		return nil, nil, err
 	}
 	return lost, pending, nil
+}
+
+// owes reports whether a route that takes an event still needs it: its
+// delivery of it (has) is not terminal, or it has none and the event was
+// received (unix ms) at or after the route was first configured (since).
+// A route added later was never given the older events, and is not given
+// them when the stream is made anew.
+func owes(has, terminal bool, received, since int64) bool {
+	if has {
+		return !terminal
+	}
+	return received >= since
 }

@@ -12,7 +12,8 @@ import (
 // A route added to a running installation is never given the events
 // received before it: the stream dropped them once the routes before it
 // acknowledged them. So retention does not wait for it on those events
-// (Finished): the store's meta key route_since:<name> holds when the
+// (Finished), nor does a stream made anew get them back for it (Owed):
+// the store's meta key route_since:<name> holds when the
 // route was first configured (unix ms). On the first start that records
 // it, every configured route is taken as configured from the start.
 const (

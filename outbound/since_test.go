@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/store"
@@ -51,5 +54,86 @@ routes:
 	}
 	if d := g.delivery(t, "b", "stripe", "evt_old"); d != nil {
 		t.Errorf("route b, added after evt_old, has a delivery of it: %+v", d)
+	}
+}
+
+// On a stream made anew, a route added later is not owed the events
+// received before it that it has no delivery of: they are not published
+// again for it, and its downstream never sees them. An event it does have
+// an open delivery of (it was still in the stream when the route came) is
+// still owed, even once the other routes finished it.
+func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
+	var aUp, bUp atomic.Bool
+	failUntil := func(up *atomic.Bool) func(w http.ResponseWriter, r *http.Request, n int) int {
+		return func(w http.ResponseWriter, r *http.Request, n int) int {
+			if !up.Load() && r.Header.Get("X-Hookgate-Event-Id") == "evt_held" {
+				w.WriteHeader(503)
+				return 503
+			}
+			w.WriteHeader(200)
+			return 200
+		}
+	}
+	a, b := newDownstream(t, failUntil(&aUp)), newDownstream(t, failUntil(&bUp))
+	dir := t.TempDir()
+	cfg := func(routes string) *config.Config {
+		t.Helper()
+		c, err := config.Parse(fmt.Appendf(nil, `
+listen: "127.0.0.1:0"
+data_dir: %q
+sources:
+  - {name: stripe, verify: stripe, secrets: [%q]}
+routes:
+%s`, dir, stripeSecret, routes), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("config: %v", err)
+		}
+		return c
+	}
+	const retry = ", retries: 0, schedule: [1s, 1s, 1s]"
+	g := restart(t, cfg(routeYAML("a", a.URL, retry)))
+	old := []string{"evt_old1", "evt_old2"}
+	for _, id := range old {
+		g.send(t, id, "invoice.paid")
+		g.waitState(t, "a", "stripe", id, store.StateSucceeded)
+	}
+	g.send(t, "evt_held", "invoice.paid") // a keeps it in the stream
+	g.waitState(t, "a", "stripe", "evt_held", store.StateRetrying)
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// b comes: the stream gives it evt_held, not the old events.
+	g = restart(t, cfg(routeYAML("a", a.URL, retry)+routeYAML("b", b.URL, retry)))
+	g.waitState(t, "b", "stripe", "evt_held", store.StateRetrying)
+	aUp.Store(true)
+	g.waitState(t, "a", "stripe", "evt_held", store.StateSucceeded)
+	published := map[string]time.Time{}
+	for _, id := range old {
+		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[id] = ev.PublishedAt
+	}
+	g = restartWiped(t, g, &bUp)
+	g.waitState(t, "b", "stripe", "evt_held", store.StateSucceeded)
+	// Recovery runs before the relay publishes: once evt_new is
+	// delivered, whatever it published again was published before.
+	g.send(t, "evt_new", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_new", store.StateSucceeded)
+	for _, id := range old {
+		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ev.PublishedAt.Equal(published[id]) {
+			t.Errorf("%s, which a finished and b was added after, was published again", id)
+		}
+		if d := g.delivery(t, "b", "stripe", id); d != nil {
+			t.Errorf("route b, added after %s, has a delivery of it: %+v", id, *d)
+		}
+		if n := len(b.succeeded()["/ "+id]); n != 0 {
+			t.Errorf("b's downstream got %s %d times, want 0", id, n)
+		}
 	}
 }

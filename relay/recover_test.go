@@ -24,7 +24,7 @@ func (o *owedAll) Owed(ctx context.Context, after int64) (lost, pending []int64,
 	o.mu.Lock()
 	o.asks = append(o.asks, after)
 	o.mu.Unlock()
-	err = o.st.PublishedSince(ctx, after, map[string][]string{"r": {"stripe"}}, func(ev *store.Event, _ map[string]bool) error {
+	err = o.st.PublishedSince(ctx, after, map[string]store.RouteTakes{"r": {Sources: []string{"stripe"}}}, func(ev *store.Event, _ map[string]bool) error {
 		if !o.done[ev.Seq] {
 			lost = append(lost, ev.Seq)
 		}

@@ -355,60 +355,83 @@ func setMeta(tx *sql.Tx, key, value string) error {
 	return err
 }
 
+// publishedSinceQuery is PublishedSince's query for n (route, source,
+// since) rows, a table of values (one OR term per route would hit
+// SQLite's expression depth limit at about 1,000), and the stream
+// sequence condition cond. A route from the start (since 0) costs one
+// lookup of (event, route) per event, as one received after its since
+// does; one received before costs a second only if the route has a
+// delivery of it. The deliveries' routes come in one string, those not
+// terminal marked by a leading \x01.
+func publishedSinceQuery(cond string, n int) string {
+	return `
+		WITH r(route, source, since) AS (VALUES ` + strings.Repeat("(?, ?, ?), ", n-1) + `(?, ?, ?))
+		SELECT e.seq, e.source, e.event_id, e.event_type, e.received_at,
+			(SELECT group_concat(CASE WHEN d.state IN ('succeeded', 'dead', 'filtered') THEN d.route ELSE char(1) || d.route END, char(0))
+			 FROM deliveries d WHERE d.event_seq = e.seq)
+		FROM published p CROSS JOIN events e ON e.seq = p.seq
+		WHERE ` + cond + ` AND EXISTS (SELECT 1 FROM r WHERE r.source = e.source
+			AND (e.received_at >= r.since OR EXISTS (SELECT 1 FROM deliveries d
+				WHERE d.event_seq = e.seq AND d.route = r.route))
+			AND NOT EXISTS (SELECT 1 FROM deliveries d
+				WHERE d.event_seq = e.seq AND d.route = r.route AND d.state IN ('succeeded', 'dead', 'filtered')))
+		ORDER BY p.seq`
+}
+
+// RouteTakes is what PublishedSince needs of a route: the sources it
+// takes, and since when (unix ms): an event received before Since is the
+// route's only if the route has a delivery of it.
+type RouteTakes struct {
+	Sources []string
+	Since   int64
+}
+
 // PublishedSince calls fn for every published event whose stream sequence
 // is above minStreamSeq (every published event when minStreamSeq < 0) that
-// some route of routes (route name → its sources) takes from the event's
-// source and has no terminal delivery of, with the routes that have one.
+// some route of routes takes from the event's source and has not
+// finished: its delivery of it is not terminal, or it has none and the
+// event was received at or after the route's Since. fn gets the routes
+// with a delivery of the event, true for those whose delivery is terminal.
 // The rest are skipped inside SQLite: on a new stream this reads the whole
 // store, and a row handed to Go costs more than the row's own read. Bodies
 // are not loaded.
-func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string][]string,
-	fn func(ev *Event, terminal map[string]bool) error) error {
+func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string]RouteTakes,
+	fn func(ev *Event, deliveries map[string]bool) error) error {
 	cond := `p.stream_seq > ?`
 	if minStreamSeq < 0 {
 		cond = `? < 0`
 	}
-	// The (route, source) pairs as a table of values: one OR term per
-	// route would hit SQLite's expression depth limit at about 1,000.
-	var pairs []string
 	var args []any
 	for _, name := range slices.Sorted(maps.Keys(routes)) {
-		for _, src := range routes[name] {
-			pairs = append(pairs, "(?, ?)")
-			args = append(args, name, src)
+		for _, src := range routes[name].Sources {
+			args = append(args, name, src, routes[name].Since)
 		}
 	}
-	if len(pairs) == 0 {
+	if len(args) == 0 {
 		return nil
 	}
 	args = append(args, minStreamSeq)
-	rows, err := s.r.QueryContext(ctx, `
-		WITH r(route, source) AS (VALUES `+strings.Join(pairs, ", ")+`)
-		SELECT e.seq, e.source, e.event_id, e.event_type,
-			(SELECT group_concat(d.route, char(0)) FROM deliveries d
-			 WHERE d.event_seq = e.seq AND d.state IN ('succeeded', 'dead', 'filtered'))
-		FROM published p CROSS JOIN events e ON e.seq = p.seq
-		WHERE `+cond+` AND EXISTS (SELECT 1 FROM r WHERE r.source = e.source
-			AND NOT EXISTS (SELECT 1 FROM deliveries d
-				WHERE d.event_seq = e.seq AND d.route = r.route AND d.state IN ('succeeded', 'dead', 'filtered')))
-		ORDER BY p.seq`, args...)
+	rows, err := s.r.QueryContext(ctx, publishedSinceQuery(cond, len(args)/3), args...)
 	if err != nil {
 		return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var ev Event
-		var routes sql.NullString
-		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &routes); err != nil {
+		var received int64
+		var dl sql.NullString
+		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &received, &dl); err != nil {
 			return fmt.Errorf("%w: published events: %w", ErrUnavailable, err)
 		}
-		terminal := map[string]bool{}
-		if routes.Valid {
-			for _, r := range strings.Split(routes.String, "\x00") {
-				terminal[r] = true
+		ev.ReceivedAt = time.UnixMilli(received)
+		deliveries := map[string]bool{}
+		if dl.Valid {
+			for _, r := range strings.Split(dl.String, "\x00") {
+				open := strings.HasPrefix(r, "\x01")
+				deliveries[strings.TrimPrefix(r, "\x01")] = !open
 			}
 		}
-		if err := fn(&ev, terminal); err != nil {
+		if err := fn(&ev, deliveries); err != nil {
 			return err
 		}
 	}

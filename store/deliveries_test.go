@@ -212,10 +212,8 @@ func TestDeliveryQueryPlans(t *testing.T) {
 			ORDER BY created_at, source, event_id, route LIMIT ?`, "deliveries_created (created_at>?)"},
 		{"ListDeliveries, first page", `SELECT * FROM deliveries WHERE created_at >= ?
 			ORDER BY created_at, source, event_id, route LIMIT ?`, "deliveries_created (created_at>?)"},
-		{"PublishedSince", `SELECT group_concat(d.route, char(0)) FROM deliveries d
-			WHERE d.event_seq = ? AND d.state IN ('succeeded', 'dead')`, unique + " (event_seq=?)"},
-		{"PublishedSince: unfinished", `SELECT 1 FROM deliveries d
-			WHERE d.event_seq = ? AND d.route = ? AND d.state IN ('succeeded', 'dead')`, unique + " (event_seq=? AND route=?)"},
+		{"PublishedSince: deliveries", publishedSinceQuery("? < 0", 2), unique + " (event_seq=?)"},
+		{"PublishedSince: unfinished", publishedSinceQuery("p.stream_seq > ?", 2), unique + " (event_seq=? AND route=?)"},
 		{"PendingDeliveries", pendingDeliveriesQuery, "deliveries_state (state=?)"},
 		{"retention: delivery states", `SELECT route, state FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},
 		{"retention: delete deliveries", `DELETE FROM deliveries WHERE event_seq = ?`, unique + " (event_seq=?)"},

@@ -20,8 +20,8 @@ func TestFilteredIsFinished(t *testing.T) {
 		{id: "evt_newest", typ: "a", received: time.Now(), published: true},
 	})
 	var recovered []string
-	err := s.PublishedSince(ctx, -1, map[string][]string{"live": {"stripe"}}, func(ev *Event, terminal map[string]bool) error {
-		if ev.ID == "evt_filtered" || !terminal["live"] {
+	err := s.PublishedSince(ctx, -1, map[string]RouteTakes{"live": {Sources: []string{"stripe"}}}, func(ev *Event, deliveries map[string]bool) error {
+		if ev.ID == "evt_filtered" || !deliveries["live"] {
 			recovered = append(recovered, ev.ID)
 		}
 		return nil

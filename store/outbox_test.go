@@ -447,10 +447,11 @@ func TestAdoptEvent(t *testing.T) {
 }
 
 // stripeRoute is one route taking every stripe event, for PublishedSince.
-var stripeRoute = map[string][]string{"billing": {"stripe"}}
+var stripeRoute = map[string]RouteTakes{"billing": {Sources: []string{"stripe"}}}
 
 // PublishedSince hands over only the events some route takes from their
-// source and has not finished, with the routes that have.
+// source and has not finished, with the routes that have a delivery of
+// it and whether that is terminal.
 func TestPublishedSinceSkipsFinished(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
@@ -483,10 +484,10 @@ func TestPublishedSinceSkipsFinished(t *testing.T) {
 	round("a_retrying", "billing", StateRetrying)
 	round("b_done", "audit", StateSucceeded) // billing does not take github
 
-	routes := map[string][]string{"billing": {"stripe"}, "audit": {"stripe", "github"}, "idle": nil}
-	got := map[string][]string{}
-	err := s.PublishedSince(ctx, -1, routes, func(ev *Event, terminal map[string]bool) error {
-		got[ev.ID] = slices.Sorted(maps.Keys(terminal))
+	routes := map[string]RouteTakes{"billing": {Sources: []string{"stripe"}}, "audit": {Sources: []string{"stripe", "github"}}, "idle": {}}
+	got := map[string]map[string]bool{}
+	err := s.PublishedSince(ctx, -1, routes, func(ev *Event, deliveries map[string]bool) error {
+		got[ev.ID] = deliveries
 		return nil
 	})
 	if err != nil {
@@ -494,13 +495,13 @@ func TestPublishedSinceSkipsFinished(t *testing.T) {
 	}
 	// a_done: both routes finished it; b_done: its one route did;
 	// c_other: no route takes its source.
-	want := map[string][]string{"a_half": {"billing"}, "a_retrying": nil, "a_none": nil}
+	want := map[string]map[string]bool{"a_half": {"billing": true}, "a_retrying": {"billing": false}, "a_none": {}}
 	if len(got) != len(want) {
 		t.Fatalf("PublishedSince handed over %v, want %v", got, want)
 	}
 	for id, w := range want {
-		if g, ok := got[id]; !ok || !slices.Equal(g, w) {
-			t.Errorf("%s: handed over %v with terminal routes %v, want %v", id, ok, g, w)
+		if g, ok := got[id]; !ok || !maps.Equal(g, w) {
+			t.Errorf("%s: handed over %v with deliveries %v, want %v", id, ok, g, w)
 		}
 	}
 	if err := s.PublishedSince(ctx, -1, nil, func(ev *Event, _ map[string]bool) error {
@@ -510,13 +511,53 @@ func TestPublishedSinceSkipsFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Thousands of routes: every stripe event is unfinished on them.
-	many := map[string][]string{}
+	many := map[string]RouteTakes{}
 	for i := range 3000 {
-		many[fmt.Sprintf("r%d", i)] = []string{"stripe"}
+		many[fmt.Sprintf("r%d", i)] = RouteTakes{Sources: []string{"stripe"}}
 	}
 	n := 0
 	if err := s.PublishedSince(ctx, -1, many, func(*Event, map[string]bool) error { n++; return nil }); err != nil || n != 4 {
 		t.Fatalf("3,000 routes: %d events handed over (%v), want the 4 stripe ones", n, err)
+	}
+}
+
+// A route's since leaves out the events received before it that the
+// route has no delivery of; one it has an open delivery of is still
+// handed over, and a route from the start (since 0) takes every event.
+func TestPublishedSinceRouteAddedLater(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	added := time.Now().Add(-time.Hour)
+	before, after := added.Add(-time.Minute), added.Add(time.Minute)
+	seed(t, s, []seedEvent{
+		{id: "old_none", received: before, published: true},
+		{id: "old_open", received: before, published: true, deliveries: map[string]string{"late": StateRetrying}},
+		{id: "old_done", received: before, published: true, deliveries: map[string]string{"late": StateSucceeded}},
+		{id: "at_since", received: added, published: true},
+		{id: "new_none", received: after, published: true},
+	})
+	for _, c := range []struct {
+		name   string
+		routes map[string]RouteTakes
+		want   []string
+	}{
+		{"added later", map[string]RouteTakes{"late": {Sources: []string{"stripe"}, Since: added.UnixMilli()}},
+			[]string{"old_open", "at_since", "new_none"}},
+		{"from the start", map[string]RouteTakes{"late": {Sources: []string{"stripe"}}},
+			[]string{"old_none", "old_open", "at_since", "new_none"}},
+		{"another route from the start", map[string]RouteTakes{
+			"late":  {Sources: []string{"stripe"}, Since: added.UnixMilli()},
+			"first": {Sources: []string{"stripe"}}},
+			[]string{"old_none", "old_open", "old_done", "at_since", "new_none"}},
+	} {
+		var got []string
+		err := s.PublishedSince(ctx, -1, c.routes, func(ev *Event, _ map[string]bool) error {
+			got = append(got, ev.ID)
+			return nil
+		})
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%s: handed over %v (%v), want %v", c.name, got, err, c.want)
+		}
 	}
 }
 
