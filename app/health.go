@@ -119,7 +119,7 @@ func (a *App) stoppingErr() error {
 // deliveryChecks are /readyz/delivery's: the outbox's oldest event is at
 // most nats.outbox_max_age old, NATS is connected, the events stream
 // exists (and, embedded, is healthy) and so does every route's consumer;
-// in cluster mode, both KV buckets answer.
+// in cluster mode, the KV buckets and the records stream answer.
 func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 	var checks []check
 	add := func(name string, err error) { checks = append(checks, result(name, err)) }
@@ -180,22 +180,36 @@ func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 	return checks, routes
 }
 
-// clusterChecks adds, in cluster mode, a check of each KV bucket: it
-// answers (found, its stream has a leader) within the probe's bound;
-// failed with skipped when set.
+// clusterChecks adds, in cluster mode, a check of each KV bucket and of
+// the records stream: it answers (found, its stream has a leader) within
+// the probe's bound; failed with skipped when set. The checks run
+// together: one stream without a leader does not use up the others'
+// time.
 func (a *App) clusterChecks(ctx context.Context, add func(string, error), skipped error) {
 	if a.claims == nil || a.deliveries == nil {
 		return
 	}
-	for _, b := range []struct {
+	type clusterCheck struct {
 		name  string
 		check func(context.Context) error
-	}{{"cluster claims", a.claims.Check}, {"cluster deliveries", a.deliveries.Check}} {
-		if skipped != nil {
-			add(b.name, skipped)
-			continue
+		err   error
+	}
+	checks := []*clusterCheck{{name: "cluster claims", check: a.claims.Check}, {name: "cluster deliveries", check: a.deliveries.Check}}
+	if a.pauses != nil {
+		checks = append(checks, &clusterCheck{name: "cluster pauses", check: a.pauses.Check})
+	}
+	if a.records != nil {
+		checks = append(checks, &clusterCheck{name: "cluster records", check: a.records.Check})
+	}
+	var wg sync.WaitGroup
+	for _, c := range checks {
+		if c.err = skipped; skipped == nil {
+			wg.Go(func() { c.err = c.check(ctx) })
 		}
-		add(b.name, b.check(ctx))
+	}
+	wg.Wait()
+	for _, c := range checks {
+		add(c.name, c.err)
 	}
 }
 

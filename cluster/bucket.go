@@ -172,16 +172,22 @@ func whileNoLeader(ctx context.Context, f func() error) error {
 // checkBucket fails unless bucket's stream is found and, on a NATS
 // cluster, has a leader: a bucket that answers.
 func checkBucket(ctx context.Context, js natsjs.JetStream, bucket string) error {
+	return checkStream(ctx, js, "KV_"+bucket, "bucket "+bucket)
+}
+
+// checkStream fails unless stream is found and, on a NATS cluster, has a
+// leader (one STREAM.INFO request); what names it in the error.
+func checkStream(ctx context.Context, js natsjs.JetStream, stream, what string) error {
 	if js == nil {
 		return errors.New("not connected to nats")
 	}
-	stream, err := js.Stream(ctx, "KV_"+bucket)
+	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		return fmt.Errorf("bucket %s: %w", bucket, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	info := stream.CachedInfo()
+	info := s.CachedInfo()
 	if info.Cluster != nil && info.Cluster.Leader == "" {
-		return fmt.Errorf("bucket %s: its stream has no leader", bucket)
+		return fmt.Errorf("%s: its stream has no leader", what)
 	}
 	return nil
 }
@@ -194,6 +200,16 @@ func (c *Claims) Check(ctx context.Context) error {
 // Check fails unless the bucket answers: found, with a leader.
 func (s *DeliveryState) Check(ctx context.Context) error {
 	return checkBucket(ctx, s.js(), s.cfg.Bucket)
+}
+
+// Check fails unless the bucket answers: found, with a leader.
+func (p *Pauses) Check(ctx context.Context) error {
+	return checkBucket(ctx, p.cfg.JetStream(), p.cfg.Bucket)
+}
+
+// Check fails unless the records stream answers: found, with a leader.
+func (r *Records) Check(ctx context.Context) error {
+	return checkStream(ctx, r.cfg.JetStream(), r.cfg.Stream, "stream "+r.cfg.Stream)
 }
 
 // firstRevision is where a bucket made at now numbers its revisions from:

@@ -134,7 +134,8 @@ func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records,
 	return r, nil
 }
 
-// Ensure creates the records stream, or updates it to the config.
+// Ensure creates the records stream (logged), or updates it to the
+// config.
 func (r *Records) Ensure(ctx context.Context) error {
 	js := r.cfg.JetStream()
 	if js == nil {
@@ -145,7 +146,7 @@ func (r *Records) Ensure(ctx context.Context) error {
 	if r.ensuredJS == js {
 		return nil
 	}
-	_, err := js.CreateOrUpdateStream(ctx, natsjs.StreamConfig{
+	cfg := natsjs.StreamConfig{
 		Name:        r.cfg.Stream,
 		Description: "hookgate: every gateway's events and delivery rounds, applied by every gateway",
 		Subjects:    []string{recordsSubjects},
@@ -154,7 +155,17 @@ func (r *Records) Ensure(ctx context.Context) error {
 		Replicas:    r.cfg.Replicas,
 		MaxAge:      r.cfg.TTL,
 		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
-	})
+	}
+	_, err := js.UpdateStream(ctx, cfg)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, cfg)
+		switch {
+		case err == nil:
+			r.log.Info("cluster records: stream created", "stream", r.cfg.Stream, "ttl", r.cfg.TTL, "replicas", r.cfg.Replicas)
+		case errors.Is(err, natsjs.ErrStreamNameAlreadyInUse):
+			_, err = js.UpdateStream(ctx, cfg) // another gateway made it meanwhile
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("cluster records: stream %s: %w", r.cfg.Stream, err)
 	}
@@ -440,9 +451,10 @@ func (r *Records) read(ctx context.Context, it natsjs.MessagesContext, created t
 		wg.Wait()
 	}()
 	// The ordered consumer follows a stream made anew by itself, from
-	// its old cursor: the stream's creation time is looked at now and
-	// then, and another one starts follow over (position reads it from
-	// its start).
+	// its old cursor, and waits on a deleted one without a word: the
+	// stream is looked at now and then, and another creation time starts
+	// follow over (position reads it from its start), as does a stream
+	// gone (follow makes it again).
 	check := time.NewTicker(10 * r.cfg.Poll)
 	defer check.Stop()
 	batch := make([]natsjs.Msg, 0, r.cfg.Batch)
@@ -454,8 +466,8 @@ func (r *Records) read(ctx context.Context, it natsjs.MessagesContext, created t
 		case err := <-errc:
 			return fmt.Errorf("cluster records: read: %w", err)
 		case <-check.C:
-			if r.madeAnew(ctx, created) {
-				return errors.New("cluster records: the records stream was made anew; reading it again")
+			if err := r.changed(ctx, created); err != nil {
+				return err
 			}
 			continue
 		case m := <-msgs:
@@ -477,17 +489,25 @@ func (r *Records) read(ctx context.Context, it natsjs.MessagesContext, created t
 	}
 }
 
-// madeAnew reports whether the records stream's creation time is no
-// longer created (false when it cannot be read: the next read tells).
-func (r *Records) madeAnew(ctx context.Context, created time.Time) bool {
+// changed fails when the records stream is gone (it is made again at
+// the next follow) or its creation time is no longer created; nil when
+// it cannot be read otherwise (the next read tells).
+func (r *Records) changed(ctx context.Context, created time.Time) error {
 	js := r.cfg.JetStream()
 	if js == nil {
-		return false
+		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	stream, err := js.Stream(sctx, r.cfg.Stream)
-	return err == nil && !stream.CachedInfo().Created.Equal(created)
+	switch {
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		r.forget()
+		return errors.New("cluster records: the records stream is gone; making it again")
+	case err == nil && !stream.CachedInfo().Created.Equal(created):
+		return errors.New("cluster records: the records stream was made anew; reading it again")
+	}
+	return nil
 }
 
 // apply applies a batch of messages read after pos, and returns the new
