@@ -25,6 +25,9 @@ func (a *App) mountConsole(_ context.Context, api *admin.Handler) error {
 		Routes:    a.engine,
 		Stats:     a.consoleStats,
 		Sources:   sources,
+		// Half the store's readers at most read bodies for searches: the
+		// others answer /readyz, the relay and the API meanwhile.
+		Searches: max(1, a.cfg.Store.Readers/2),
 	}, a.log.With("component", "console"))
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -61,13 +62,25 @@ type Config struct {
 	Routes    Routes
 	Stats     *Stats   // the overview's numbers and charts
 	Sources   []string // the configured sources: where an event ID is looked up
+	// SearchTimeout bounds a search of events: past it the store's query
+	// is interrupted and the search answered 503 search_timeout. Default
+	// 10s.
+	SearchTimeout time.Duration
+	// Searches is the most searches by a body field at once (each holds
+	// one of the store's read connections while it reads bodies); another
+	// waits for a turn within SearchTimeout. Default 1.
+	Searches int
 }
+
+// defaultSearchTimeout is Config.SearchTimeout's default.
+const defaultSearchTimeout = 10 * time.Second
 
 // Console is the web console.
 type Console struct {
-	cfg  Config
-	tmpl *template.Template
-	log  *slog.Logger
+	cfg      Config
+	tmpl     *template.Template
+	log      *slog.Logger
+	searches chan struct{} // a turn of a search by a body field
 }
 
 // New returns the console.
@@ -76,7 +89,13 @@ func New(cfg Config, log *slog.Logger) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{cfg: cfg, tmpl: t, log: log}, nil
+	if cfg.SearchTimeout <= 0 {
+		cfg.SearchTimeout = defaultSearchTimeout
+	}
+	if cfg.Searches <= 0 {
+		cfg.Searches = 1
+	}
+	return &Console{cfg: cfg, tmpl: t, log: log, searches: make(chan struct{}, cfg.Searches)}, nil
 }
 
 // Register mounts the console under /console/.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -193,11 +194,35 @@ func (c *Console) events(ctx *fiber.Ctx) error {
 		f.FieldPath, f.FieldValue = jsonPath(field), vals[6]
 	}
 	f.Limit = pageSize
-	evs, cut, err := c.cfg.Store.SearchEvents(ctx.UserContext(), f)
-	if err != nil {
+	// fasthttp does not say when the browser has gone and UserContext
+	// never ends: the bound is what stops a search nobody waits for.
+	rc, cancel := context.WithTimeout(ctx.UserContext(), c.cfg.SearchTimeout)
+	defer cancel()
+	if f.FieldPath != "" {
+		select {
+		case c.searches <- struct{}{}:
+			defer func() { <-c.searches }()
+		case <-rc.Done():
+			return c.searchTimeout(f)
+		}
+	}
+	evs, cut, err := c.cfg.Store.SearchEvents(rc, f)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return c.searchTimeout(f)
+	case err != nil:
 		return unavailable()
 	}
 	return c.render(ctx, "events", map[string]any{"Events": evs, "Cut": cut, "Full": len(evs) == pageSize})
+}
+
+// searchTimeout answers a search stopped at its bound (logged without
+// the value searched for).
+func (c *Console) searchTimeout(f store.EventSearch) error {
+	c.log.Warn("console search stopped at its bound", "timeout", c.cfg.SearchTimeout, "field", f.FieldPath != "")
+	return httperror.New(http.StatusServiceUnavailable, "search_timeout", fmt.Sprintf(
+		"the search did not finish within %s and was stopped: narrow it (a shorter time range, a source, a type or an event ID)",
+		c.cfg.SearchTimeout))
 }
 
 // sourceAndID reads an event's source and ID; task events are on the
