@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -108,12 +109,19 @@ type Handler struct {
 	// cluster refuses numeric delivery IDs (a row number names a
 	// different delivery on each gateway).
 	cluster bool
+	// listTimeout bounds the store's reads of a list (listTimeout).
+	listTimeout time.Duration
 }
+
+// listTimeout bounds the reads of GET /v1/events and /v1/deliveries:
+// past it the query is interrupted (a filter that matches few rows walks
+// the whole receipt-time index) and the list answered 503 list_timeout.
+const listTimeout = 10 * time.Second
 
 // New returns the API for operators' and task clients' tokens. With no
 // tokens every /v1 request is refused.
 func New(operators, taskClients []string, st Store, engine Engine, log *slog.Logger) *Handler {
-	h := &Handler{store: st, engine: engine, log: log}
+	h := &Handler{store: st, engine: engine, log: log, listTimeout: listTimeout}
 	for _, t := range operators {
 		h.tokens = append(h.tokens, token{sha256.Sum256([]byte(t)), Caller{Operator: true, Scope: Scope(t)}})
 	}
@@ -238,18 +246,20 @@ func (h *Handler) listDeliveries(c *fiber.Ctx) error {
 	caller, _ := CallerOf(c)
 	var ds []store.Delivery
 	next := ""
+	ctx, cancel := context.WithTimeout(c.UserContext(), h.listTimeout)
+	defer cancel()
 	if caller.Operator {
 		f.Limit = limit + 1 // one more tells whether there is a next page
-		ds, err = h.store.ListDeliveries(c.UserContext(), f)
+		ds, err = h.store.ListDeliveries(ctx, f)
 		if err != nil {
-			return unavailable(err)
+			return h.listErr(err, "route, state or source")
 		}
 		if len(ds) > limit {
 			ds = ds[:limit]
 			next = ds[len(ds)-1].Cursor().String()
 		}
-	} else if ds, next, err = h.listOwn(c.UserContext(), caller, f, limit); err != nil {
-		return unavailable(err)
+	} else if ds, next, err = h.listOwn(ctx, caller, f, limit); err != nil {
+		return h.listErr(err, "route, state or source")
 	}
 	if ds == nil {
 		ds = []store.Delivery{}
@@ -440,6 +450,16 @@ func digits(s string) bool {
 
 func badParam(name, msg string) error {
 	return httperror.New(http.StatusBadRequest, "invalid_parameter", name+" "+msg)
+}
+
+// listErr answers a list's failed read: 503 list_timeout past
+// listTimeout (narrow names the list's filters), else store_unavailable.
+func (h *Handler) listErr(err error, narrow string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return httperror.New(http.StatusServiceUnavailable, "list_timeout", fmt.Sprintf(
+			"the list did not finish within %s and was stopped: narrow it (%s)", h.listTimeout, narrow))
+	}
+	return unavailable(err)
 }
 
 func unavailable(err error) error {

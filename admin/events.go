@@ -56,9 +56,11 @@ func (h *Handler) listEvents(c *fiber.Ctx) error {
 		}
 		f.After = &cur
 	}
-	evs, err := h.store.ListEvents(c.UserContext(), f)
+	ctx, cancel := context.WithTimeout(c.UserContext(), h.listTimeout)
+	defer cancel()
+	evs, err := h.store.ListEvents(ctx, f)
 	if err != nil {
-		return unavailable(err)
+		return h.listErr(err, "source, type or since")
 	}
 	next := ""
 	if len(evs) > limit {
