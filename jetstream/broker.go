@@ -217,6 +217,15 @@ func (b *Broker) dial() (*link, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", serverOf(nc)) }),
+		// Asynchronous errors (a slow consumer, an ordered consumer
+		// reset) go to the log, not to nats.go's default: stderr.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("nats async error", "err", err, "subject", sub.Subject)
+				return
+			}
+			log.Warn("nats async error", "err", err)
+		}),
 		nats.ClosedHandler(b.closed),
 	}
 	if b.srv != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
@@ -82,4 +83,30 @@ func TestConnectionLogsHideURLToken(t *testing.T) {
 			t.Errorf("no %q with server=%s in the log:\n%s", msg, host, out)
 		}
 	}
+}
+
+// nats.go's asynchronous errors (here a slow consumer) go to the log.
+func TestAsyncErrorsLogged(t *testing.T) {
+	var logs logBuf
+	b, err := Connect(context.Background(), Config{StoreDir: t.TempDir(), Stream: "EVENTS"},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	block := make(chan struct{})
+	defer close(block)
+	sub, err := b.Conn().Subscribe("slow", func(*nats.Msg) { <-block })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(1, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.WaitFor(t, "the slow consumer's error in the log", 10*time.Second, func() (bool, string) {
+		for range 10 {
+			_ = b.Conn().Publish("slow", []byte("x"))
+		}
+		return strings.Contains(logs.String(), "nats async error"), logs.String()
+	})
 }
