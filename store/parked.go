@@ -90,7 +90,7 @@ func (s *Store) Unpark(ctx context.Context, seq int64) error {
 // received; ok is false when the outbox is empty.
 func (s *Store) OutboxOldest(ctx context.Context) (at time.Time, ok bool, err error) {
 	var received int64
-	err = s.r.QueryRowContext(ctx, `
+	err = s.probe.QueryRowContext(ctx, `
 		SELECT e.received_at FROM outbox o CROSS JOIN events e ON e.seq = o.seq
 		ORDER BY o.seq LIMIT 1`).Scan(&received)
 	if errors.Is(err, sql.ErrNoRows) {

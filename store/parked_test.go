@@ -86,3 +86,26 @@ func TestPruneRemovesParked(t *testing.T) {
 		t.Errorf("%d parked rows left", n)
 	}
 }
+
+// OutboxOldest (what /readyz reads) answers while operators' reads hold
+// every reader of the pool: it has a connection of its own.
+func TestOutboxOldestWhileReadersBusy(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	ev := testEvent("evt_1")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // Config.Readers' default
+		c, err := s.r.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, ok, err := s.OutboxOldest(qctx); err != nil || !ok {
+		t.Fatalf("OutboxOldest with every reader taken = %v %v, want the oldest event", ok, err)
+	}
+}

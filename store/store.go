@@ -85,8 +85,12 @@ type Config struct {
 
 // Store is the SQLite store. It is safe for concurrent use.
 type Store struct {
-	w, r     *sql.DB
-	ckpt     *sql.DB // the checkpointer's own connection
+	w, r *sql.DB
+	ckpt *sql.DB // the checkpointer's own connection
+	// probe is a reader of its own for health probes (OutboxOldest), so
+	// that operators' long reads holding every reader in r cannot fail
+	// /readyz.
+	probe    *sql.DB
 	log      *slog.Logger
 	batchMax int
 	onCommit func(int)
@@ -207,11 +211,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.Readers)
 	r.SetMaxIdleConns(cfg.Readers)
+	probe, err := sql.Open("sqlite3", dsn(cfg.Path, true))
+	if err != nil {
+		closeReaders(r)
+		return nil, errors.Join(fmt.Errorf("store: open probe reader: %w", err), w.Close())
+	}
+	probe.SetMaxOpenConns(1)
+	probe.SetMaxIdleConns(1)
 	// The checkpointer waits at most restartWait for readers: while a
 	// RESTART checkpoint waits, the writer waits too.
 	ckpt, err := sql.Open("sqlite3", dsnBusy(cfg.Path, false, restartWait))
 	if err != nil {
-		closeReaders(r)
+		closeReaders(r, probe)
 		return nil, errors.Join(fmt.Errorf("store: open checkpointer: %w", err), w.Close())
 	}
 	ckpt.SetMaxOpenConns(1)
@@ -221,11 +232,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	// Read-write: on some systems a read-only file cannot be synced.
 	dbFile, err := os.OpenFile(cfg.Path, os.O_RDWR, 0)
 	if err != nil {
-		closeReaders(r)
+		closeReaders(r, probe)
 		return nil, errors.Join(fmt.Errorf("store: open database file: %w", err), ckpt.Close(), w.Close())
 	}
 	s := &Store{
-		w: w, r: r, ckpt: ckpt, log: log, dbFile: dbFile,
+		w: w, r: r, probe: probe, ckpt: ckpt, log: log, dbFile: dbFile,
 		path:             cfg.Path,
 		walZeroFill:      cfg.WALZeroFill,
 		batchMax:         cfg.BatchMax,
@@ -241,7 +252,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	if err := s.stmts.prepare(ctx, w); err != nil {
 		s.stmts.close()
-		closeReaders(s.r)
+		closeReaders(s.r, s.probe)
 		// dbFile last, as in Close.
 		return nil, errors.Join(fmt.Errorf("store: prepare: %w", err), s.ckpt.Close(), s.w.Close(), s.dbFile.Close())
 	}
@@ -283,10 +294,14 @@ func checkpointAtOpen(ctx context.Context, w *sql.DB, path string, log *slog.Log
 	return nil
 }
 
-// closeReaders closes the readers' pool on a failed Open. Its error is
-// dropped: the readers are query_only, so closing them loses nothing, and
-// the error Open returns is the one that matters.
-func closeReaders(r *sql.DB) { _ = r.Close() }
+// closeReaders closes the readers' pools on a failed Open. Their errors
+// are dropped: the readers are query_only, so closing them loses nothing,
+// and the error Open returns is the one that matters.
+func closeReaders(rs ...*sql.DB) {
+	for _, r := range rs {
+		_ = r.Close()
+	}
+}
 
 // writerDriver is the sqlite3 driver of the writer connection (which also
 // gets an 8 MiB page cache: it is the only connection whose cache survives
@@ -502,7 +517,7 @@ func (s *Store) Close() error {
 		close(s.ckptStop)
 		<-s.ckptDone
 		s.stmts.close()
-		err := errors.Join(s.ckpt.Close(), s.r.Close())
+		err := errors.Join(s.ckpt.Close(), s.r.Close(), s.probe.Close())
 		if s.walZeroFill && err == nil {
 			if kerr := s.keepWAL(context.Background()); kerr != nil {
 				s.log.Warn("store: the WAL file is not kept for the next start; it will be zero-filled again", "err", kerr)
