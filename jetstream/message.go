@@ -19,14 +19,31 @@ const (
 	HeaderSeq        = "Hookgate-Seq"         // the store's intake sequence
 )
 
-// MsgID is the Nats-Msg-Id of an event: JetStream drops a re-publish of the
-// same event inside the stream's duplicate window.
+// MsgID is the Nats-Msg-Id of an event's first message: JetStream drops a
+// re-publish of the same event inside the stream's duplicate window.
 func MsgID(source, eventID string) string { return source + ":" + eventID }
 
-// PublishEvent publishes ev's message to the events stream, with its
-// MsgID, without waiting for the PubAck: the future brings it.
+// EventMsgID is the Nats-Msg-Id ev's message is published under: MsgID,
+// or for an event put back in the outbox to be published anew
+// (ev.RequeuedAt set: an operator's retry or replay cut short)
+// <source>/requeued-<unix ms>:<id>, one ID per requeue. The window still
+// holds the first message's ID when the requeue comes soon after it (a
+// quick restart), while the route's consumer may have acked that message
+// already: under MsgID the copy would be dropped and the delivery never
+// run. A re-publish of one requeue (an ack lost) is still dropped. No
+// MsgID has a '/' before its first ':' (source names cannot hold either),
+// so the two kinds never meet.
+func EventMsgID(ev *store.Event) string {
+	if ev.RequeuedAt.IsZero() {
+		return MsgID(ev.Source, ev.ID)
+	}
+	return ev.Source + "/requeued-" + strconv.FormatInt(ev.RequeuedAt.UnixMilli(), 10) + ":" + ev.ID
+}
+
+// PublishEvent publishes ev's message to the events stream, under its
+// EventMsgID, without waiting for the PubAck: the future brings it.
 func (b *Broker) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, error) {
-	return b.js().PublishMsgAsync(eventMsg(ev), natsjs.WithMsgID(MsgID(ev.Source, ev.ID)))
+	return b.js().PublishMsgAsync(eventMsg(ev), natsjs.WithMsgID(EventMsgID(ev)))
 }
 
 // Refused reports whether err is the broker refusing a message for its

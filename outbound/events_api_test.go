@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
@@ -465,5 +466,58 @@ func TestRetryOfDeliveryWhoseEventIsGone(t *testing.T) {
 	}
 	if d := g.delivery(t, "r", "stripe", "evt_again"); d.State != store.StateSucceeded || d.Attempts != 1 {
 		t.Fatalf("the event's delivery = %+v, want succeeded after 1 attempt", *d)
+	}
+}
+
+// An operator's retry cut short by a stop runs again at the next start
+// even when that start comes inside the stream's duplicate window of the
+// event's first message: the event put back in the outbox is a new
+// message, not a duplicate JetStream drops (the route's consumer acked the
+// first one long ago). With an external NATS the server's dedup ids
+// outlive the gateway; with the embedded one those of messages still in
+// the stream (limits retention here; under interest, another route yet
+// to ack) are rebuilt at its start.
+func TestUnfinishedRetryRunsAtNextStartInsideDuplicateWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		nats func(t *testing.T) string
+	}{
+		{"external NATS", func(t *testing.T) string {
+			srv := gatewaytest.RunNATS(t, -1, t.TempDir())
+			return fmt.Sprintf("nats: {url: %q, duplicate_window: 10m}\n", srv.ClientURL())
+		}},
+		{"embedded, limits retention", func(*testing.T) string {
+			return "nats: {retention: limits, duplicate_window: 10m}\n"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+				switch {
+				case n < 2: // both rounds of the schedule fail
+					w.WriteHeader(500)
+					return 500
+				case n == 2: // the operator's retry, held until the gateway stopped
+					<-release
+				}
+				w.WriteHeader(204)
+				return 204
+			})
+			t.Cleanup(func() { close(release) })
+			// The window is long so that the restart surely falls inside it.
+			g := startGateway(t, eventsConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [10ms]"))+tc.nats(t))
+			cfg := g.cfg
+			g.send(t, "evt_retried", "invoice.paid")
+			d := g.waitState(t, "r", "stripe", "evt_retried", store.StateDead)
+			if code, body := g.api(t, http.MethodPost, "/v1/deliveries/"+d.UID+"/retry", apiToken); code != 202 {
+				t.Fatalf("retry: %d %s", code, body)
+			}
+			g = restartDuringHeldRequest(t, g, ds, cfg)
+			d = g.waitState(t, "r", "stripe", "evt_retried", store.StateSucceeded)
+			reqs := ds.requests()
+			if len(reqs) != 4 || d.Attempts != 4 || reqs[3].key != d.IdempotencyKey {
+				t.Fatalf("after the restart: %d requests, delivery %+v; want 4 requests, the 4th with the delivery's key", len(reqs), *d)
+			}
+		})
 	}
 }

@@ -60,8 +60,8 @@ type retryStore interface {
 // recoverStore is what Recover reads and requeues.
 type recoverStore interface {
 	PublishedSince(ctx context.Context, minStreamSeq int64, routes map[string]store.RouteTakes, fn func(ev *store.Event, deliveries map[string]bool) error) error
-	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error
-	Requeue(ctx context.Context, seqs []int64) error
+	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string, reset bool) error) error
+	Requeue(ctx context.Context, seqs, anew []int64) error
 	Meta(ctx context.Context, key string) (string, error)
 	SetMeta(ctx context.Context, key, value string) error
 }

@@ -10,10 +10,11 @@ import (
 // sequence is past afterStreamSeq (every published event when it is
 // negative) that some route takes (its sources and event filters) and
 // still needs (owes), and those of the events of every pending delivery
-// of a configured route (an operator's retry or replay cut short by a stop or
-// a crash, or a delivery whose message is still in the stream). The relay
-// asks it to put back in the outbox what the stream lost (relay.Owed).
-func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending []int64, err error) {
+// of a configured route: an operator's retry or replay cut short by a
+// stop or a crash (reset), or a delivery whose message is still in the
+// stream (pending). The relay asks it to put back in the outbox what the
+// stream lost (relay.Owed).
+func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error) {
 	routes := make(map[string]store.RouteTakes, len(e.routes))
 	for _, r := range e.routes {
 		routes[r.cfg.Name] = store.RouteTakes{Sources: r.cfg.Sources, Since: r.since.Load()}
@@ -30,18 +31,22 @@ func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending 
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	err = e.store.PendingDeliveries(ctx, func(seq int64, route, source, eventType string) error {
-		if r := e.byName[route]; r != nil && r.matches(source, eventType) {
+	err = e.store.PendingDeliveries(ctx, func(seq int64, route, source, eventType string, operator bool) error {
+		switch r := e.byName[route]; {
+		case r == nil || !r.matches(source, eventType):
+		case operator:
+			reset = append(reset, seq)
+		default:
 			pending = append(pending, seq)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return lost, pending, nil
+	return lost, pending, reset, nil
 }
 
 // owes reports whether a route that takes an event still needs it: its

@@ -14,8 +14,10 @@ const metaStreamCreated = "stream_created"
 
 // Requeuer is what recovery needs from the store.
 type Requeuer interface {
-	// Requeue puts published events back in the outbox.
-	Requeue(ctx context.Context, seqs []int64) error
+	// Requeue puts published events back in the outbox: seqs to be
+	// published again under their first Nats-Msg-Id, anew under one of
+	// this requeue (store.Event.RequeuedAt).
+	Requeue(ctx context.Context, seqs, anew []int64) error
 	Meta(ctx context.Context, key string) (string, error)
 	SetMeta(ctx context.Context, key, value string) error
 }
@@ -27,9 +29,12 @@ type Owed interface {
 	// Owed returns the intake sequences of the published events whose
 	// stream sequence is past afterStreamSeq (every published event when
 	// it is negative) that some route takes and has not finished (lost),
-	// and those of the events of pending deliveries (an operator's retry
-	// or replay cut short by a stop or a crash).
-	Owed(ctx context.Context, afterStreamSeq int64) (lost, pending []int64, err error)
+	// those of the events of pending deliveries (a round cut short by a
+	// stop: its message is still the route's), and those of pending
+	// deliveries an operator reset (reset: a retry or replay cut short by
+	// a stop or a crash, whose message the route's consumer may have
+	// acked).
+	Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error)
 }
 
 // Recovery puts back in the outbox every published event the stream lost
@@ -37,8 +42,13 @@ type Owed interface {
 // anew (its store wiped, or deleted on an external server), else those
 // whose stream sequence is past the stream's last (a tail lost inside the
 // fsync interval), or past the sequence the relay found given twice. It also puts back the event of every pending delivery,
-// so that a retry or replay cut short runs again. Stable Idempotency-Keys
-// make the re-delivery safe.
+// so that a retry or replay cut short runs again. The event of an
+// operator's reset is published anew, under an ID of its requeue
+// (jetstream.EventMsgID): the stream's duplicate window may still hold its
+// first message's ID, which the route's consumer may have acked; the
+// others go under their first ID, which the window drops while their
+// first message is still there. Stable Idempotency-Keys make the
+// re-delivery safe.
 type Recovery struct {
 	Store Requeuer
 	Owed  Owed
@@ -65,14 +75,14 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 	if known != created {
 		after = -1 // a new stream: it holds none of what was published before
 	}
-	lost, pending, err := rc.Owed.Owed(ctx, after)
+	lost, pending, reset, err := rc.Owed.Owed(ctx, after)
 	if err != nil {
 		return 0, err
 	}
 	// A second copy of a message is harmless: the deliveries read the
 	// delivery's state before each round.
 	requeue := append(lost[:len(lost):len(lost)], pending...)
-	if err := rc.Store.Requeue(ctx, requeue); err != nil {
+	if err := rc.Store.Requeue(ctx, requeue, reset); err != nil {
 		return 0, err
 	}
 	if err := rc.Store.SetMeta(ctx, metaStreamCreated, created); err != nil {
@@ -82,8 +92,9 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 		log.Warn("stream lost undelivered events; publishing them again", "events", len(lost),
 			"stream_recreated", known != "" && known != created)
 	}
-	if len(pending) > 0 {
-		log.Info("pending deliveries at start (an unfinished retry or replay, or a round cut short); publishing their events again", "deliveries", len(pending))
+	if len(pending)+len(reset) > 0 {
+		log.Info("pending deliveries at start (an unfinished retry or replay, or a round cut short); publishing their events again",
+			"deliveries", len(pending)+len(reset), "operators", len(reset))
 	}
-	return len(requeue), nil
+	return len(requeue) + len(reset), nil
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -20,7 +23,7 @@ type owedAll struct {
 	asks []int64
 }
 
-func (o *owedAll) Owed(ctx context.Context, after int64) (lost, pending []int64, err error) {
+func (o *owedAll) Owed(ctx context.Context, after int64) (lost, pending, reset []int64, err error) {
 	o.mu.Lock()
 	o.asks = append(o.asks, after)
 	o.mu.Unlock()
@@ -30,7 +33,7 @@ func (o *owedAll) Owed(ctx context.Context, after int64) (lost, pending []int64,
 		}
 		return nil
 	})
-	return lost, nil, err
+	return lost, nil, nil, err
 }
 
 func (o *owedAll) questions() []int64 {
@@ -101,5 +104,90 @@ func TestRelayRecoversWhatTheStreamLost(t *testing.T) {
 	}
 	if got := streamMsgs(t, b); got != 3 {
 		t.Fatalf("the new stream holds %d messages, want the 3 owed", got)
+	}
+}
+
+// An event Requeue put back in the outbox anew (an operator's round cut
+// short) is published as a new message inside the duplicate window of its
+// first (the route's consumer may have acked that one), under an ID of
+// that requeue, which drops a re-publish of the same requeue; one put
+// back as it was (a round cut short, whose message is still the route's)
+// is dropped as a duplicate of its first.
+func TestRequeuedEventIsANewMessageInsideTheWindow(t *testing.T) {
+	ctx := context.Background()
+	st, b := storeAndBroker(t)
+	outboxEmpty := func() (bool, string) {
+		_, n, err := st.Counts(ctx)
+		return err == nil && n == 0, fmt.Sprintf("outbox %d, err %v", n, err)
+	}
+	publishAll := func(what string) {
+		t.Helper()
+		r := New(st, b, Config{Poll: 20 * time.Millisecond}, quietLog())
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.Notify()
+		waitFor(t, what, 10*time.Second, outboxEmpty)
+		if err := r.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(t, st, "stripe", "evt_r")
+	publishAll("first publish")
+	if err := st.Requeue(ctx, []int64{1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	publishAll("requeued as it was")
+	if got := streamMsgs(t, b); got != 1 {
+		t.Fatalf("stream holds %d messages, want 1 (the copy under the first ID dropped)", got)
+	}
+	if err := st.Requeue(ctx, []int64{1}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.Unpublished(ctx, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].RequeuedAt.IsZero() {
+		t.Fatalf("outbox after Requeue = %+v, %v; want evt_r with its requeue's time", evs, err)
+	}
+	requeued := evs[0]
+	publishAll("requeued anew")
+	if got := streamMsgs(t, b); got != 2 {
+		t.Fatalf("stream holds %d messages, want 2 (the first and the requeued copy)", got)
+	}
+	s, err := b.JetStream().Stream(ctx, b.Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := first.Header.Get(nats.MsgIdHdr); id != "stripe:evt_r" {
+		t.Errorf("first message's ID %q, want stripe:evt_r", id)
+	}
+	if id := again.Header.Get(nats.MsgIdHdr); id != jetstream.EventMsgID(&requeued) || id == "stripe:evt_r" {
+		t.Errorf("requeued message's ID %q, want %q", id, jetstream.EventMsgID(&requeued))
+	}
+	if again.Header.Get(jetstream.HeaderEventID) != "evt_r" || again.Header.Get(jetstream.HeaderSeq) != "1" {
+		t.Errorf("requeued message's headers %v: want the event's identity", again.Header)
+	}
+
+	// The same requeue published again (its ack lost) is a duplicate.
+	f, err := b.PublishEvent(&requeued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ack := <-f.Ok():
+		if !ack.Duplicate || ack.Sequence != 2 {
+			t.Fatalf("re-publish of the requeue: %+v, want a duplicate of sequence 2", ack)
+		}
+	case err := <-f.Err():
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ack")
 	}
 }

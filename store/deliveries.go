@@ -198,12 +198,16 @@ func (s *Store) queryStatus(ctx context.Context, route string, seq int64, source
 }
 
 // SetDeliveryState changes a delivery's state (e.g. to pending for a manual
-// retry), unless it already succeeded. It reports whether it changed.
+// retry, noting the reset: see PendingDeliveries), unless it already
+// succeeded. It reports whether it changed.
 func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (bool, error) {
 	var was bool
 	err := s.write(ctx, func(tx *sql.Tx) (err error) {
-		was, err = changed(tx.Exec(`UPDATE deliveries SET state = ?, updated_at = ? WHERE id = ? AND state != 'succeeded'`,
-			state, time.Now().UnixMilli(), id))
+		now := time.Now().UnixMilli()
+		was, err = changed(tx.Exec(`UPDATE deliveries SET state = ?, updated_at = ?,
+				reset_at = CASE WHEN ? = 'pending' THEN ? ELSE reset_at END
+			WHERE id = ? AND state != 'succeeded'`,
+			state, now, state, now, id))
 		return err
 	})
 	return was, err
@@ -443,12 +447,14 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 
 // state != 'succeeded' lets the planner take the partial deliveries_state.
 const pendingDeliveriesQuery = `
-	SELECT event_seq, route, source, event_type FROM deliveries
+	SELECT event_seq, route, source, event_type, reset_at IS NOT NULL FROM deliveries
 	WHERE state = 'pending' AND state != 'succeeded' AND event_seq > 0 ORDER BY created_at, id`
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
-// event's intake sequence, route, source and type.
-func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string) error) error {
+// event's intake sequence, route, source and type; reset is true for one
+// an operator set pending (SetDeliveryState, ResetDelivery) at some time:
+// only an operator's round makes such a delivery pending again.
+func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string, reset bool) error) error {
 	rows, err := s.r.QueryContext(ctx, pendingDeliveriesQuery)
 	if err != nil {
 		return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
@@ -457,10 +463,11 @@ func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route,
 	for rows.Next() {
 		var seq int64
 		var route, source, typ string
-		if err := rows.Scan(&seq, &route, &source, &typ); err != nil {
+		var reset bool
+		if err := rows.Scan(&seq, &route, &source, &typ, &reset); err != nil {
 			return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
 		}
-		if err := fn(seq, route, source, typ); err != nil {
+		if err := fn(seq, route, source, typ, reset); err != nil {
 			return err
 		}
 	}
@@ -471,21 +478,31 @@ func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route,
 }
 
 // Requeue puts published events back in the outbox, to be published
-// again. A seq that is not a published event is left alone.
-func (s *Store) Requeue(ctx context.Context, seqs []int64) error {
-	if len(seqs) == 0 {
+// again: those of anew marked with the time of this requeue
+// (Event.RequeuedAt: published anew, under an ID of their own), those of
+// seqs as they were first published. A seq that is not a published event
+// is left alone (one in both lists is requeued anew).
+func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
+	if len(seqs) == 0 && len(anew) == 0 {
 		return nil
 	}
+	now := time.Now().UnixMilli()
+	requeue := func(tx *sql.Tx, seq int64, at any) error {
+		was, err := changed(tx.Exec(`DELETE FROM published WHERE seq = ?`, seq))
+		if err != nil || !was {
+			return err // !was: not published
+		}
+		_, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at)
+		return err
+	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		for _, seq := range seqs {
-			was, err := changed(tx.Exec(`DELETE FROM published WHERE seq = ?`, seq))
-			if err != nil {
+		for _, seq := range anew {
+			if err := requeue(tx, seq, now); err != nil {
 				return err
 			}
-			if !was {
-				continue // not published
-			}
-			if _, err := tx.Exec(`INSERT INTO outbox (seq) VALUES (?)`, seq); err != nil {
+		}
+		for _, seq := range seqs {
+			if err := requeue(tx, seq, nil); err != nil {
 				return err
 			}
 		}

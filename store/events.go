@@ -19,6 +19,10 @@ type Event struct {
 	Body        []byte
 	ReceivedAt  time.Time
 	PublishedAt time.Time // zero while in the outbox
+	// RequeuedAt is when Requeue put the event back in the outbox to be
+	// published anew (Unpublished reads it; zero otherwise): its message
+	// then goes under a Nats-Msg-Id of its own (jetstream.EventMsgID).
+	RequeuedAt time.Time
 }
 
 type stmts struct {
@@ -123,7 +127,7 @@ func (s *Store) Unpublished(ctx context.Context, after int64, limit int) ([]Even
 
 func (s *Store) queryUnpublished(ctx context.Context, after int64, limit int) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.body, e.received_at
+		SELECT e.seq, e.source, e.event_id, e.event_type, e.content_type, e.body, e.received_at, o.requeued_at
 		FROM outbox o CROSS JOIN events e ON e.seq = o.seq
 		WHERE o.seq > ? ORDER BY o.seq LIMIT ?`, after, limit)
 	if err != nil {
@@ -134,11 +138,15 @@ func (s *Store) queryUnpublished(ctx context.Context, after int64, limit int) ([
 	for rows.Next() {
 		var ev Event
 		var received int64
+		var requeued sql.NullInt64
 		if err := rows.Scan(&ev.Seq, &ev.Source, &ev.ID, &ev.Type, &ev.ContentType,
-			&ev.Body, &received); err != nil {
+			&ev.Body, &received, &requeued); err != nil {
 			return nil, fmt.Errorf("%w: unpublished: %w", ErrUnavailable, err)
 		}
 		ev.ReceivedAt = time.UnixMilli(received)
+		if requeued.Valid {
+			ev.RequeuedAt = time.UnixMilli(requeued.Int64)
+		}
 		evs = append(evs, ev)
 	}
 	if err := rows.Err(); err != nil {

@@ -111,8 +111,9 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, 
 
 // ResetDelivery sets the delivery of event d.EventSeq to d.Route to
 // pending, whatever its state (succeeded included), creating it if there
-// is none: for an operator's replay. The Idempotency-Key of an existing
-// delivery is kept. It returns the delivery as stored.
+// is none: for an operator's replay (noting the reset: see
+// PendingDeliveries). The Idempotency-Key of an existing delivery is kept.
+// It returns the delivery as stored.
 func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, error) {
 	if d.EventSeq <= 0 {
 		return nil, fmt.Errorf("reset delivery: %w", errNoEventSeq)
@@ -122,12 +123,12 @@ func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, erro
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		return tx.QueryRow(`
 			INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
-				created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+				created_at, updated_at, reset_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
 			ON CONFLICT (event_seq, route) DO UPDATE SET
-				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at
+				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at, reset_at = excluded.reset_at
 			RETURNING id`,
-			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now).Scan(&id)
+			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now, now).Scan(&id)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reset delivery: %w", err)

@@ -248,7 +248,7 @@ func TestMarkPublishedRequeue(t *testing.T) {
 	}
 
 	// Requeue a published event, and one still in the outbox (no change).
-	if err := s.Requeue(ctx, []int64{seqs[0], seqs[2]}); err != nil {
+	if err := s.Requeue(ctx, []int64{seqs[0], seqs[2]}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outboxSeqs(t, s), []int64{seqs[0], seqs[2]}; !slices.Equal(got, want) {
@@ -614,5 +614,47 @@ func TestDropTask(t *testing.T) {
 				t.Errorf("%d in the outbox, want %d", n, want)
 			}
 		})
+	}
+}
+
+// PendingDeliveries tells a delivery an operator set pending (a retry, a
+// replay) from one a round left pending (cut short by a stop).
+func TestPendingDeliveriesTellsOperatorsResets(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	ev := testEvent("evt_p")
+	if _, err := s.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	record := func(route, state string) *Delivery {
+		t.Helper()
+		d := &Delivery{EventSeq: ev.Seq, Route: route, Source: ev.Source, EventID: ev.ID, IdempotencyKey: "k-" + route, State: state}
+		if err := s.RecordRound(ctx, d, []Attempt{{StartedAt: time.Now(), Status: 500}}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	record("cut", StatePending) // a first round cut short by a stop
+	if _, err := s.SetDeliveryState(ctx, record("retried", StateDead).ID, StatePending); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "replayed", Source: ev.Source, EventID: ev.ID,
+		IdempotencyKey: "k-replayed"}); err != nil {
+		t.Fatal(err)
+	}
+	// A retry whose round was then cut short stays the operator's.
+	record("retried", StatePending)
+	got := map[string]bool{}
+	if err := s.PendingDeliveries(ctx, func(seq int64, route, _, _ string, reset bool) error {
+		if seq != ev.Seq {
+			t.Errorf("%s: seq %d, want %d", route, seq, ev.Seq)
+		}
+		got[route] = reset
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"cut": false, "retried": true, "replayed": true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pending deliveries (route: reset) %v, want %v", got, want)
 	}
 }

@@ -70,7 +70,7 @@ func TestUnpublishedFromTail(t *testing.T) {
 	}
 	e4 := claim("evt_4", []byte(`{"id":"evt_4"}`))
 	read(e3.Seq, true)
-	if err := s.Requeue(ctx, []int64{e1.Seq}); err != nil {
+	if err := s.Requeue(ctx, []int64{e1.Seq}, nil); err != nil {
 		t.Fatal(err)
 	}
 	read(e4.Seq, false)
@@ -162,7 +162,7 @@ func TestTailMatchesTableUnderLoad(t *testing.T) {
 			}
 			if reads%20 == 10 && len(seen) > 0 { // now and then, recovery puts an event back
 				for seq := range seen {
-					if err := s.Requeue(ctx, []int64{seq}); err != nil {
+					if err := s.Requeue(ctx, []int64{seq}, nil); err != nil {
 						t.Fatal(err)
 					}
 					break
