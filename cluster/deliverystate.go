@@ -530,6 +530,98 @@ func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) 
 	}
 }
 
+// Reset writes an operator's reset of k to pending in the bucket, by
+// compare-and-set over the entry as read, before the retry or replay is
+// answered (outbound's stateResetter): if this gateway stops before the
+// operator's round claims k, the round of the event put back in its
+// outbox at its next start, on whichever gateway, finds k pending, not in
+// the state before the reset. No entry, or one with no round recorded
+// (and no lease running), needs nothing (Status is then the local
+// store's). A lease is never
+// written over: while a round of k runs (here or under another gateway's
+// unexpired lease) nothing is written and the reset is refused
+// (outbound.ErrRoundQueued), so that the round's outcome is written over
+// its own claim's revision as ever. A retry (resend false) of a delivery
+// the cluster holds succeeded is outbound.ErrSucceeded. undo writes back
+// the entry as it was, over the reset's revision only.
+func (s *DeliveryState) Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (undo func(), err error) {
+	key := DeliveryKey(k.Route, k.Source, k.EventID)
+	s.mu.Lock()
+	_, busy := s.held[key]
+	s.mu.Unlock()
+	if busy {
+		return nil, fmt.Errorf("%w: a round of it runs on this gateway", outbound.ErrRoundQueued)
+	}
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	for {
+		cur, rev, found, err := s.get(ctx, key)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		case !found:
+			return nil, nil
+		case !claimable(cur, true, s.cfg.Owner, s.now()):
+			return nil, fmt.Errorf("%w: a round of it runs under the lease of %s", outbound.ErrRoundQueued, cur.Owner)
+		case cur.State == "":
+			return nil, nil
+		case cur.State == store.StateSucceeded && !resend:
+			return nil, outbound.ErrSucceeded
+		case cur.State == store.StatePending:
+			return nil, nil
+		}
+		next := cur
+		next.State, next.Owner, next.Lease = store.StatePending, "", 0
+		data, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		nrev, err := kv.Update(ctx, key, data, rev)
+		switch {
+		case err == nil:
+			return func() { s.unreset(key, cur, nrev) }, nil
+		case !errors.Is(err, natsjs.ErrKeyRevisionMismatch):
+			return nil, fmt.Errorf("%w: cluster: write a delivery's reset: %w", store.ErrUnavailable, err)
+		}
+		// Written meanwhile: read again.
+	}
+}
+
+// unreset writes prev back over the reset's revision rev; anything
+// written since (the operator's round's claim) stands.
+func (s *DeliveryState) unreset(key string, prev record, rev uint64) {
+	prev.Owner, prev.Lease = "", 0
+	data, err := json.Marshal(prev)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
+		defer cancel()
+		var kv natsjs.KeyValue
+		if kv, err = s.bucket(ctx); err == nil {
+			_, err = kv.Update(ctx, key, data, rev)
+		}
+	}
+	if err != nil && !errors.Is(err, natsjs.ErrKeyRevisionMismatch) {
+		s.log.Warn("cannot undo a delivery's reset to pending in the cluster", "key", key, "err", err)
+	}
+}
+
+// Unreset, while this process holds k's claim and no outcome was
+// written under it, makes the claim's release write state in place of a
+// reset's pending: the operator's round ran nothing (its route paused
+// while it waited).
+func (s *DeliveryState) Unreset(k outbound.DeliveryKey, state string) {
+	key := DeliveryKey(k.Route, k.Source, k.EventID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.held[key]; c != nil && c.rev != 0 && !c.recorded && c.rec.State == store.StatePending {
+		c.rec.State = state
+	}
+}
+
 // Status is where the cluster says the delivery stands, with this store's
 // delivery ID: the entry as claimed if this process holds the claim, else
 // as read. With no round recorded in the cluster, it is the local record
@@ -750,3 +842,9 @@ func (s *DeliveryState) ownWrite(ctx context.Context, key string, rec record, re
 func (s *DeliveryState) ClaimsByIdentity() {}
 
 var _ outbound.DeliveryState = (*DeliveryState)(nil)
+
+// DeliveryState writes operators' resets (outbound's stateResetter).
+var _ interface {
+	Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (func(), error)
+	Unreset(k outbound.DeliveryKey, state string)
+} = (*DeliveryState)(nil)

@@ -202,3 +202,87 @@ func TestNoClaimWithoutNATS(t *testing.T) {
 		t.Fatalf("status without NATS: %v, want unavailable", err)
 	}
 }
+
+// An operator's reset is written to the cluster's state, never over a
+// running round's lease (whose outcome is then written as ever), and a
+// retry of a delivery the cluster holds succeeded is refused; undo puts
+// back what the reset wrote over unless something was written since, and
+// Unreset makes an operator's round that ran nothing put it back at its
+// release.
+func TestResetAcrossGateways(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	ctx := context.Background()
+	cfg := cluster.DeliveryStateConfig{Replicas: 3, Routes: []outbound.Route{{Name: "r"}}}
+	a, sta := gatewayState(t, urls[0], "gw-a", cfg)
+	b, stb := gatewayState(t, urls[1], "gw-b", cfg)
+	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
+	gatewaytest.WaitFor(t, "a's first claim", 30*time.Second, func() (bool, string) {
+		return a.TryClaim(ctx, ka), "refused"
+	})
+	if undo, err := b.Reset(ctx, kb, false); err == nil || !errors.Is(err, outbound.ErrRoundQueued) || undo != nil {
+		t.Fatalf("reset under a's lease: %v, want ErrRoundQueued", err)
+	}
+	if err := a.Record(ctx, delivery(ka, store.StateDead), []store.Attempt{{StartedAt: time.Now(), Status: 500}}); err != nil {
+		t.Fatalf("a's outcome after b's refused reset: %v, want it written over a's claim", err)
+	}
+	a.Release(ka)
+
+	status := func(s *cluster.DeliveryState, k outbound.DeliveryKey) store.DeliveryStatus {
+		t.Helper()
+		st, err := s.Status(ctx, "r", k.Seq, "s", "e1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	undo, err := b.Reset(ctx, kb, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := status(a, ka); st.State != store.StatePending || st.Attempts != 1 {
+		t.Fatalf("a reads %+v after b's reset, want pending after 1 attempt", st)
+	}
+	if again, err := a.Reset(ctx, ka, false); err != nil || again != nil {
+		t.Fatalf("a reset of a pending delivery: %v, wrote %v; want nothing written", err, again != nil)
+	}
+	undo()
+	if st := status(a, ka); st.State != store.StateDead {
+		t.Fatalf("a reads %+v after the undo, want dead", st)
+	}
+
+	// An operator's round that ran nothing puts back what the reset
+	// wrote over at its release.
+	if _, err = b.Reset(ctx, kb, false); err != nil {
+		t.Fatal(err)
+	}
+	if !b.TryClaim(ctx, kb) {
+		t.Fatal("claim after the reset refused")
+	}
+	b.Unreset(kb, store.StateDead)
+	b.Release(kb)
+	if st := status(a, ka); st.State != store.StateDead || st.Attempts != 1 {
+		t.Fatalf("a reads %+v after b's round that ran nothing, want dead after 1 attempt", st)
+	}
+
+	// A reset's undo after the operator's round claimed it writes nothing.
+	if undo, err = b.Reset(ctx, kb, false); err != nil {
+		t.Fatal(err)
+	}
+	if !b.TryClaim(ctx, kb) {
+		t.Fatal("claim after the reset refused")
+	}
+	undo()
+	if err := b.Record(ctx, delivery(kb, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err != nil {
+		t.Fatalf("the operator's round's outcome after the undo: %v", err)
+	}
+	b.Release(kb)
+	if _, err := a.Reset(ctx, ka, false); !errors.Is(err, outbound.ErrSucceeded) {
+		t.Fatalf("a retry's reset of a delivery the cluster holds succeeded: %v, want ErrSucceeded", err)
+	}
+	if _, err := a.Reset(ctx, ka, true); err != nil {
+		t.Fatalf("a replay's reset of a succeeded delivery: %v", err)
+	}
+	if st := status(b, kb); st.State != store.StatePending || st.Attempts != 2 {
+		t.Fatalf("b reads %+v after a's replay reset, want pending after 2 attempts", st)
+	}
+}

@@ -309,7 +309,10 @@ func envelopeOf(seq int64, source, id, typ, contentType string, body []byte) (en
 // Idempotency-Key: for an operator retrying a dead or retrying delivery.
 // A delivery that succeeded is not sent again (ErrSucceeded); one with an
 // operator's round queued already is not queued twice (ErrRoundQueued);
-// one of a paused route is not sent (ErrRoutePaused).
+// one of a paused route is not sent (ErrRoutePaused). In cluster mode the
+// reset to pending is the cluster's before Retry returns (a round of the
+// delivery running under its lease is ErrRoundQueued, one the cluster
+// holds succeeded ErrSucceeded).
 // id is the delivery's API ID (store.DeliveryUID).
 func (e *Engine) Retry(ctx context.Context, id string) (*store.Delivery, error) {
 	return e.retry(ctx, id, false, nil)
@@ -359,12 +362,44 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
 		NextAttemptAt: d.NextAttemptAt}
+	undo, err := e.resetShared(ctx, []DeliveryKey{env.key(r)}, false)
+	if err != nil {
+		return d, err
+	}
 	if _, err := e.retrys.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
+		undo()
 		return d, err
 	}
 	d.State = store.StatePending
 	e.startManual(r, env, scope, orig, false, done)
 	return d, nil
+}
+
+// resetShared writes an operator's reset of keys to pending in a shared
+// delivery state (cluster mode; see stateResetter), all or none: undo puts
+// back those written (a local reset that failed after them).
+func (e *Engine) resetShared(ctx context.Context, keys []DeliveryKey, resend bool) (undo func(), err error) {
+	rs, ok := e.state.(stateResetter)
+	if !ok {
+		return func() {}, nil
+	}
+	var undos []func()
+	undo = func() {
+		for _, u := range undos {
+			u()
+		}
+	}
+	for _, k := range keys {
+		u, err := rs.Reset(ctx, k, resend)
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		if u != nil {
+			undos = append(undos, u)
+		}
+	}
+	return undo, nil
 }
 
 // manualScope is the token scope that submitted ev if r is the task
@@ -492,6 +527,9 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 		e.log.Info("operator round skipped: the route was paused meanwhile", "route", r.cfg.Name,
 			"source", ev.source, "event_id", ev.id)
 		if state := asked.State; err == nil && cur.State == store.StatePending && state != "" && state != store.StatePending {
+			if rs, ok := e.state.(stateResetter); ok {
+				rs.Unreset(k, state)
+			}
 			if _, serr := e.retrys.SetDeliveryState(e.roundCtx, asked.ID, state); serr != nil {
 				e.log.Warn("cannot undo an operator round's reset to pending", "route", r.cfg.Name,
 					"source", ev.source, "event_id", ev.id, "state", state, "err", serr)

@@ -28,7 +28,8 @@ type replayStore interface {
 // were (a new delivery stays pending for its route's consumer). It returns
 // the deliveries as reset. A delivery with an operator's round queued
 // already makes it ErrRoundQueued, and a paused route ErrRoutePaused,
-// with nothing reset.
+// with nothing reset; in cluster mode so does a round of one running
+// under its lease, and the reset is the cluster's before Replay returns.
 func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) ([]*store.Delivery, error) {
 	ev, err := e.replay.GetEvent(ctx, source, eventID)
 	if err != nil {
@@ -64,6 +65,14 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 			return nil, ErrBusy
 		}
 	}
+	keys := make([]DeliveryKey, len(targets))
+	for i, r := range targets {
+		keys[i] = env.key(r)
+	}
+	undo, err := e.resetShared(ctx, keys, true)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for i, r := range targets {
 		prev, err := e.state.Status(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
@@ -73,6 +82,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		d, err := e.replay.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
 			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
 		if err != nil {
+			undo() // a round already queued runs all the same
 			return out, err
 		}
 		out = append(out, d)

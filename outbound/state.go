@@ -48,6 +48,25 @@ type DeliveryKey struct {
 // under this store's.
 type identityClaims interface{ ClaimsByIdentity() }
 
+// stateResetter is a DeliveryState shared with other processes (cluster
+// mode). An operator's reset of a delivery to pending is written there
+// before the retry or replay is answered: if this process stops before
+// the operator's round claims the delivery, the round of its event put
+// back in the outbox at the next start (on any process) finds it pending
+// there, as in this store, not in the state before the reset.
+type stateResetter interface {
+	// Reset sets k pending in the shared state; undo, if not nil, puts
+	// back what Reset wrote over while nothing was written since. A retry
+	// (resend false) of a delivery that succeeded there is ErrSucceeded;
+	// a round of k running (its lease) is ErrRoundQueued, with nothing
+	// written; a state that cannot be read or written is
+	// store.ErrUnavailable.
+	Reset(ctx context.Context, k DeliveryKey, resend bool) (undo func(), err error)
+	// Unreset, with k's claim held, makes its release write state in
+	// place of a reset's pending: the operator's round ran nothing.
+	Unreset(k DeliveryKey, state string)
+}
+
 // StatusRecorder is what the default DeliveryState needs of the store.
 type StatusRecorder interface {
 	DeliveryStatus(ctx context.Context, route string, seq int64, source, eventID string) (store.DeliveryStatus, error)
