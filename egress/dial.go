@@ -151,15 +151,21 @@ func (p *Policy) Transport() *http.Transport {
 }
 
 // ProxyTransport is Transport through the forward proxy u: every
-// connection goes to the proxy, dialed as it is (the operator chose it),
-// and the task URL's host is checked only when the task is submitted
-// (CheckURL). The proxy must refuse what tasks must not reach, including
-// names that resolve to private addresses by the time it dials them
-// (Smokescreen, for one, does).
+// connection goes to the proxy, dialed as it is (the operator chose it).
+// Before each request the task URL's host is resolved here and checked
+// as at submission, so a name that did not resolve then is not sent
+// unchecked; the proxy resolves it again, and must itself refuse what
+// tasks must not reach (Smokescreen, for one, does).
 func (p *Policy) ProxyTransport(u *url.URL) *http.Transport {
 	t := p.Transport()
-	t.Proxy = http.ProxyURL(u)
 	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}).DialContext
+	UseProxy(t, u)
+	t.Proxy = func(req *http.Request) (*url.URL, error) {
+		if _, _, err := p.destination(req.Context(), "ip", req.URL.Hostname()); err != nil {
+			return nil, err
+		}
+		return u, nil
+	}
 	return t
 }
 

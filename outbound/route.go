@@ -79,7 +79,7 @@ func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
 			if err != nil {
 				return nil, fmt.Errorf("route %s: proxy: %w", rc.Name, err)
 			}
-			t.Proxy = http.ProxyURL(u)
+			egress.UseProxy(t, u)
 		}
 		transport = t
 	} else if rc.Proxy != "" {
