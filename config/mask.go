@@ -48,12 +48,12 @@ func secretName(name string) bool {
 }
 
 // maskURL replaces the password of raw's userinfo (and the user too when
-// userIsToken and there is no password: NATS reads nats://TOKEN@host as a
-// token) and the values of query parameters with a secretName by "****",
+// there is no password: NATS reads nats://TOKEN@host as a token, and a
+// proxy may take an API key so) and the values of query parameters with a secretName by "****",
 // and path segments that look like tokens by their MaskSecret hint.
 // It edits the text rather than parse and re-encode, so the rest of the URL
 // stays as written, even when it is not a valid URL.
-func maskURL(raw string, userIsToken bool) string {
+func maskURL(raw string) string {
 	scheme, rest := "", raw
 	if i := strings.Index(raw, "://"); i >= 0 {
 		scheme, rest = raw[:i+3], raw[i+3:]
@@ -67,7 +67,7 @@ func maskURL(raw string, userIsToken bool) string {
 		userinfo, host := authority[:at], authority[at+1:]
 		if user, pass, ok := strings.Cut(userinfo, ":"); ok && pass != "" {
 			userinfo = user + ":****"
-		} else if !ok && userIsToken && userinfo != "" {
+		} else if !ok && userinfo != "" {
 			userinfo = "****"
 		}
 		authority = userinfo + "@" + host

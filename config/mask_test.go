@@ -148,38 +148,36 @@ func TestMasked(t *testing.T) {
 
 func TestMaskURL(t *testing.T) {
 	tests := []struct {
-		in          string
-		userIsToken bool
-		want        string
+		in, want string
 	}{
-		{"nats://u:p@h:4222", true, "nats://u:****@h:4222"},
-		{"nats://tok@h:4222", true, "nats://****@h:4222"},
-		{"nats://h:4222", true, "nats://h:4222"},
-		{"u:p@h:4222", true, "u:****@h:4222"}, // no scheme
-		{"nats://u:@h", true, "nats://u:@h"},  // empty password: nothing to hide
-		{"nats://u:p@ss@h", true, "nats://u:****@h"},
-		{"https://user@h/p", false, "https://user@h/p"},
-		{"https://h/p@x?a=1", false, "https://h/p@x?a=1"}, // '@' in the path is not userinfo
-		{"https://h/p?Token=abc&x=1&access%5Ftoken=def&password=&key", false, "https://h/p?Token=****&x=1&access%5Ftoken=****&password=&key"},
-		{"https://h/?sig=1#token=x", false, "https://h/?sig=1#token=x"},
+		{"nats://u:p@h:4222", "nats://u:****@h:4222"},
+		{"nats://tok@h:4222", "nats://****@h:4222"},
+		{"nats://h:4222", "nats://h:4222"},
+		{"u:p@h:4222", "u:****@h:4222"}, // no scheme
+		{"nats://u:@h", "nats://u:@h"},  // empty password: nothing to hide
+		{"nats://u:p@ss@h", "nats://u:****@h"},
+		{"https://user@h/p", "https://****@h/p"},   // a user alone may be a proxy's API key
+		{"https://h/p@x?a=1", "https://h/p@x?a=1"}, // '@' in the path is not userinfo
+		{"https://h/p?Token=abc&x=1&access%5Ftoken=def&password=&key", "https://h/p?Token=****&x=1&access%5Ftoken=****&password=&key"},
+		{"https://h/?sig=1#token=x", "https://h/?sig=1#token=x"},
 		// Token-like path segments: Slack, Discord.
-		{"https://hooks.slack.com/services/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", false,
+		{"https://hooks.slack.com/services/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",
 			"https://hooks.slack.com/services/T0123ABCD/B0123ABCD/aB3dE5…(24 chars)"},
-		{"https://discord.com/api/webhooks/112233445566778899/Xy_9-abcDEF123ghiJKL456mnoPQR789stu?wait=true", false,
+		{"https://discord.com/api/webhooks/112233445566778899/Xy_9-abcDEF123ghiJKL456mnoPQR789stu?wait=true",
 			"https://discord.com/api/webhooks/112233445566778899/Xy_9-a…(35 chars)?wait=true"},
 		// A token-like query value, whatever its name.
-		{"https://fn.azurewebsites.net/api/hook?code=aB3dE5fG7hJ9kL1mN3pQ5rS7&clientId=default", false,
+		{"https://fn.azurewebsites.net/api/hook?code=aB3dE5fG7hJ9kL1mN3pQ5rS7&clientId=default",
 			"https://fn.azurewebsites.net/api/hook?code=****&clientId=default"},
 		// Words, hyphenated names, short IDs and digits alone are shown.
-		{"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12", false,
+		{"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12",
 			"https://h/api/v1/billing-webhook-receiver/12345678901234567890/ab12"},
-		{"https://h/p/aB3dE5fG7hJ9kL1mN3pQ5rS7?token=x#frag/aB3dE5fG7hJ9kL1mN3pQ5rS7", false,
+		{"https://h/p/aB3dE5fG7hJ9kL1mN3pQ5rS7?token=x#frag/aB3dE5fG7hJ9kL1mN3pQ5rS7",
 			"https://h/p/aB3dE5…(24 chars)?token=****#frag/aB3dE5fG7hJ9kL1mN3pQ5rS7"},
-		{"", false, ""},
+		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := maskURL(tt.in, tt.userIsToken); got != tt.want {
-			t.Errorf("maskURL(%q, %v) = %q, want %q", tt.in, tt.userIsToken, got, tt.want)
+		if got := maskURL(tt.in); got != tt.want {
+			t.Errorf("maskURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

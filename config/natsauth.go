@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 )
 
@@ -31,8 +32,13 @@ func (v *validator) natsAuth(n *NATS) {
 		return
 	}
 	if n.Credentials != "" {
-		if b, ok := v.authFile("nats.credentials", n.Credentials); ok && !userSeed(b) {
-			v.errorf("nats.credentials", "%s: no user nkey seed found (want a credentials file as nsc writes it, or a user nkey seed)", n.Credentials)
+		if b, ok := v.authFile("nats.credentials", n.Credentials); ok {
+			switch {
+			case !userSeed(b):
+				v.errorf("nats.credentials", "%s: no user nkey seed found (want a credentials file as nsc writes it, or a user nkey seed)", n.Credentials)
+			case !userJWT(b):
+				v.errorf("nats.credentials", "%s: its user JWT does not parse", n.Credentials)
+			}
 		}
 	}
 	if n.TLS.CAFile != "" {
@@ -80,6 +86,20 @@ func (v *validator) authFile(p, path string) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// userJWT reports whether b holds no JWT block (a seed alone) or one
+// whose user JWT parses.
+func userJWT(b []byte) bool {
+	tok, err := nkeys.ParseDecoratedJWT(b)
+	if err != nil {
+		return false
+	}
+	if tok == string(b) { // no JWT block
+		return true
+	}
+	_, err = jwt.DecodeUserClaims(tok)
+	return err == nil
 }
 
 // userSeed reports whether b holds a user nkey seed, alone or decorated

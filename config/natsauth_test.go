@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -17,6 +18,11 @@ func TestNATSAuthFiles(t *testing.T) {
 	_, seed := gatewaytest.NkeyUser(t)
 	creds := gatewaytest.OperatorMode(t, &server.Options{})
 	notPEM := gatewaytest.WriteFile(t, "junk", []byte("SUSECRETSECRETSECRET not a certificate"))
+	credsText, err := os.ReadFile(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokenJWT := gatewaytest.WriteFile(t, "broken.creds", []byte(strings.Replace(string(credsText), "eyJ", "eyX", 1)))
 	big := gatewaytest.WriteFile(t, "big", []byte(strings.Repeat("x", maxAuthFile+1)))
 	nats := func(s string) string { return "nats: {url: 'tls://n1:4222', " + s + "}\n" + validBase }
 
@@ -33,6 +39,7 @@ func TestNATSAuthFiles(t *testing.T) {
 		{"nats: {tls: {ca_file: " + m.CAFile + "}}\n" + validBase, "config: nats.tls.ca_file: needs nats.url: the embedded server is reached in process"},
 		{nats("credentials: /nonexistent/x.creds"), "config: nats.credentials: open /nonexistent/x.creds: no such file or directory"},
 		{nats("credentials: " + notPEM), "config: nats.credentials: " + notPEM + ": no user nkey seed found (want a credentials file as nsc writes it, or a user nkey seed)"},
+		{nats("credentials: " + brokenJWT), "config: nats.credentials: " + brokenJWT + ": its user JWT does not parse"},
 		{nats("credentials: " + big), "config: nats.credentials: " + big + ": larger than 1048576 bytes"},
 		{nats("tls: {ca_file: " + notPEM + "}"), "config: nats.tls.ca_file: " + notPEM + ": no PEM certificate found"},
 		{nats("tls: {cert_file: " + m.CertFile + "}"), "config: nats.tls.key_file: required with nats.tls.cert_file"},

@@ -64,11 +64,11 @@ func (u URL) Reveal() string { return string(u) }
 func (u URL) String() string {
 	s := string(u)
 	if l := strings.ToLower(s); strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") {
-		return maskURL(s, false)
+		return maskURL(s)
 	}
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		parts[i] = maskURL(p, true)
+		parts[i] = maskURL(p)
 	}
 	return strings.Join(parts, ",")
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
@@ -69,11 +68,10 @@ func credentials(path string) (nats.Option, error) {
 		return nil, err
 	}
 	tok, err := nkeys.ParseDecoratedJWT(b)
+	decorated := err == nil && tok != string(b) // a JWT block, as nsc writes it
 	clear(b)
-	if err == nil {
-		if _, err := jwt.DecodeUserClaims(tok); err == nil {
-			return nats.UserCredentials(path), nil
-		}
+	if decorated {
+		return nats.UserCredentials(path), nil
 	}
 	return nats.NkeyOptionFromSeed(path)
 }
