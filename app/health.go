@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -142,6 +143,9 @@ func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 		status := "closed"
 		if nc != nil {
 			status = nc.Status().String()
+			if authRefused(nc.LastError()) {
+				status += ": the server refused the credentials (nats.url, nats.credentials)"
+			}
 		}
 		add("nats", fmt.Errorf("not connected (%s)", status))
 		skip(errors.New("nats not connected"), "nats not connected")
@@ -327,4 +331,12 @@ func wrapStoreErr(err error) error {
 		return nil
 	}
 	return fmt.Errorf("not writable: %w", err)
+}
+
+// authRefused reports whether err is NATS refusing the connection's
+// credentials. Other errors are not told: the answer is unauthenticated,
+// and theirs may name hosts.
+func authRefused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }

@@ -236,6 +236,9 @@ func (b *Broker) dial() (*link, error) {
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
 		opts = append(opts, auth...)
+		// A connection still connecting when made (the server down or
+		// refusing) says when it connects.
+		opts = append(opts, nats.ConnectHandler(func(nc *nats.Conn) { log.Info("nats connected", "server", serverOf(nc)) }))
 	}
 	nc, err := nats.Connect(b.url, opts...)
 	if err != nil {
@@ -372,8 +375,10 @@ func (b *Broker) renew(old *link, done <-chan struct{}, wait time.Duration) {
 			}
 			if b.srv != nil {
 				b.log.Info("nats connected anew to the embedded server")
+			} else if l.nc.IsConnected() {
+				b.log.Info("nats connected anew", "server", serverOf(l.nc))
 			} else {
-				b.log.Info("nats connected anew", "server", serverOf(l.nc), "status", l.nc.Status().String())
+				b.log.Info("nats connection made anew; still connecting", "status", l.nc.Status().String())
 			}
 			return
 		}
