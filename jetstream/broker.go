@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -499,8 +500,15 @@ func (b *Broker) StreamHealth() error {
 	if h.StatusCode == 200 && h.Error == "" {
 		return nil
 	}
-	return fmt.Errorf("stream %s unhealthy: %s", b.cfg.Stream, h.Error)
+	return fmt.Errorf("stream %s unhealthy: %s", b.cfg.Stream, hidePaths(h.Error))
 }
+
+// pathRE matches an absolute file path in a server's error text.
+var pathRE = regexp.MustCompile(`/[^\s'":]+`)
+
+// hidePaths replaces the file paths in s (a store's write error names its
+// file) by "<path>": /readyz/delivery answers without a token.
+func hidePaths(s string) string { return pathRE.ReplaceAllString(s, "<path>") }
 
 // Repair puts a broken events stream of the embedded server back in
 // service, and reports whether it did. A stream whose store failed a

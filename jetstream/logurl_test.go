@@ -110,3 +110,18 @@ func TestAsyncErrorsLogged(t *testing.T) {
 		return strings.Contains(logs.String(), "nats async error"), logs.String()
 	})
 }
+
+// A stream's health text names no file: /readyz/delivery answers without
+// a token.
+func TestHidePaths(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"JetStream stream 'HOOKGATE_EVENTS' write error: open /var/lib/hookgate/jetstream/jetstream/$G/streams/HOOKGATE_EVENTS/msgs/1.blk: no space left on device",
+			"JetStream stream 'HOOKGATE_EVENTS' write error: open <path>: no space left on device"},
+		{"JetStream stream 'S' is not current", "JetStream stream 'S' is not current"},
+		{`error "/a b/c"`, `error "<path> b<path>"`},
+	} {
+		if got := hidePaths(tc.in); got != tc.want {
+			t.Errorf("hidePaths(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
