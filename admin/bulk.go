@@ -193,9 +193,11 @@ func (h *Handler) registerBulk(v1 fiber.Router) {
 		if err != nil {
 			return err
 		}
-		n, err := bs.CountDeliveries(c.UserContext(), f)
+		ctx, cancel := context.WithTimeout(c.UserContext(), h.listTimeout)
+		n, err := bs.CountDeliveries(ctx, f)
+		cancel()
 		if err != nil {
-			return unavailable(err)
+			return h.listErr(err, "route, source, state, since or until")
 		}
 		if n > 0 && !runner.add(f, func(f store.DeliveryFilter) { retryAll(context.Background(), h.store, br, f, h.log) }) {
 			c.Set(fiber.HeaderRetryAfter, "10")

@@ -34,7 +34,7 @@ func TestListBounded(t *testing.T) {
 	const op, client = "operator-token-0123456789", "client-token-0123456789"
 	// serve serves a handler of its own, listTimeout bound.
 	serve := func(bound time.Duration) string {
-		h := New([]string{op}, []string{client}, st, nil, log)
+		h := New([]string{op}, []string{client}, st, batchOnly{}, log)
 		h.listTimeout = bound
 		app := fiber.New(fiber.Config{ErrorHandler: httperror.Handler(log), DisableStartupMessage: true})
 		h.Register(app)
@@ -77,4 +77,23 @@ func TestListBounded(t *testing.T) {
 			t.Errorf("%s past the bound: %d %+v; want 503 list_timeout naming %s", c.path, code, e, c.narrow)
 		}
 	}
+	// A bulk retry's count is bounded the same way.
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/deliveries/retry", strings.NewReader(`{"route":"nope","state":"dead"}`))
+	req.Header.Set("Authorization", "Bearer "+op)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "list_timeout") {
+		t.Errorf("a bulk retry's count past the bound: %d %s; want 503 list_timeout", resp.StatusCode, body)
+	}
 }
+
+// batchOnly is an engine that only retries batches (none here): enough
+// for the bulk retry's route to be served.
+type batchOnly struct{ Engine }
+
+func (batchOnly) RetryBatch(context.Context, []string) (int, error) { return 0, nil }
