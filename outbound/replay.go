@@ -65,9 +65,17 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 			return nil, ErrBusy
 		}
 	}
+	// The states before the reset (a round that fails keeps its state),
+	// read before the shared state says pending.
 	keys := make([]DeliveryKey, len(targets))
+	prevs := make([]store.DeliveryStatus, len(targets))
 	for i, r := range targets {
 		keys[i] = env.key(r)
+		prev, err := e.state.Status(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		prevs[i] = prev
 	}
 	undo, err := e.resetShared(ctx, keys, true)
 	if err != nil {
@@ -75,10 +83,7 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 	}
 	out := make([]*store.Delivery, 0, len(targets))
 	for i, r := range targets {
-		prev, err := e.state.Status(ctx, r.cfg.Name, ev.Seq, ev.Source, ev.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return out, err
-		}
+		prev := prevs[i]
 		d, err := e.replay.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
 			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
 		if err != nil {

@@ -452,8 +452,9 @@ const pendingDeliveriesQuery = `
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
 // event's intake sequence, route, source and type; reset is true for one
-// an operator set pending (SetDeliveryState, ResetDelivery) at some time:
-// only an operator's round makes such a delivery pending again.
+// an operator set pending (SetDeliveryState, ResetDelivery) since its
+// event was last requeued anew (Requeue): only an operator's round makes
+// such a delivery pending again before that.
 func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string, reset bool) error) error {
 	rows, err := s.r.QueryContext(ctx, pendingDeliveriesQuery)
 	if err != nil {
@@ -481,7 +482,10 @@ func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route,
 // again: those of anew marked with the time of this requeue
 // (Event.RequeuedAt: published anew, under an ID of their own), those of
 // seqs as they were first published. A seq that is not a published event
-// is left alone (one in both lists is requeued anew).
+// is left alone (one in both lists is requeued anew). The operators'
+// resets of an event requeued anew are done with (reset_at cleared): its
+// new message holds them, and a round of that message cut short later is
+// requeued as any other, not published anew again.
 func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 	if len(seqs) == 0 && len(anew) == 0 {
 		return nil
@@ -492,7 +496,10 @@ func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 		if err != nil || !was {
 			return err // !was: not published
 		}
-		_, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at)
+		if _, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at); err != nil || at == nil {
+			return err
+		}
+		_, err = tx.Exec(`UPDATE deliveries SET reset_at = NULL WHERE event_seq = ? AND reset_at IS NOT NULL`, seq)
 		return err
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
