@@ -60,6 +60,12 @@ func (p *ClaimingPublisher) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, 
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	if !ev.RequeuedAt.IsZero() {
+		// A copy published anew for an operator's retry or replay cut
+		// short: the event's claim and record were made when it was
+		// first published, here or by the gateway holding it.
+		return p.Next.PublishEvent(ev)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	holder, err := p.Claims.ClaimToPublish(ctx, ev)

@@ -482,7 +482,8 @@ func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route,
 // again: those of anew marked with the time of this requeue
 // (Event.RequeuedAt: published anew, under an ID of their own), those of
 // seqs as they were first published. A seq that is not a published event
-// is left alone (one in both lists is requeued anew). The operators'
+// is left alone, but for one of anew another gateway published (one in
+// both lists is requeued anew). The operators'
 // resets of an event requeued anew are done with (reset_at cleared): its
 // new message holds them, and a round of that message cut short later is
 // requeued as any other, not published anew again.
@@ -493,10 +494,21 @@ func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 	now := time.Now().UnixMilli()
 	requeue := func(tx *sql.Tx, seq int64, at any) error {
 		was, err := changed(tx.Exec(`DELETE FROM published WHERE seq = ?`, seq))
-		if err != nil || !was {
-			return err // !was: not published
+		if err != nil {
+			return err
 		}
-		if _, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at); err != nil || at == nil {
+		switch {
+		case was:
+			_, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at)
+		case at != nil:
+			// An event another gateway published (its record, or a copy
+			// claimed elsewhere) is published anew from here all the
+			// same: an operator here reset its delivery.
+			was, err = changed(tx.Exec(`INSERT INTO outbox (seq, requeued_at) SELECT ?, ?
+				WHERE (EXISTS (SELECT 1 FROM replica_events WHERE seq = ?) OR EXISTS (SELECT 1 FROM claimed_elsewhere WHERE seq = ?))
+					AND NOT EXISTS (SELECT 1 FROM outbox WHERE seq = ?)`, seq, at, seq, seq, seq))
+		}
+		if err != nil || !was || at == nil {
 			return err
 		}
 		_, err = tx.Exec(`UPDATE deliveries SET reset_at = NULL WHERE event_seq = ? AND reset_at IS NOT NULL`, seq)
