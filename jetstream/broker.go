@@ -503,8 +503,9 @@ func (b *Broker) StreamHealth() error {
 	return fmt.Errorf("stream %s unhealthy: %s", b.cfg.Stream, hidePaths(h.Error))
 }
 
-// pathRE matches an absolute file path in a server's error text.
-var pathRE = regexp.MustCompile(`/[^\s'":]+`)
+// pathRE matches a file path in a server's error text: absolute, or
+// relative (the default data_dir is ./data) with a slash in it.
+var pathRE = regexp.MustCompile(`[^\s'":]*/[^\s'":]+`)
 
 // hidePaths replaces the file paths in s (a store's write error names its
 // file) by "<path>": /readyz/delivery answers without a token.

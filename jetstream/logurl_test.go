@@ -117,8 +117,10 @@ func TestHidePaths(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"JetStream stream 'HOOKGATE_EVENTS' write error: open /var/lib/hookgate/jetstream/jetstream/$G/streams/HOOKGATE_EVENTS/msgs/1.blk: no space left on device",
 			"JetStream stream 'HOOKGATE_EVENTS' write error: open <path>: no space left on device"},
+		{"JetStream stream 'HOOKGATE_EVENTS' write error: open data/jetstream/jetstream/$G/streams/HOOKGATE_EVENTS/msgs/1.blk: no space left on device",
+			"JetStream stream 'HOOKGATE_EVENTS' write error: open <path>: no space left on device"},
 		{"JetStream stream 'S' is not current", "JetStream stream 'S' is not current"},
-		{`error "/a b/c"`, `error "<path> b<path>"`},
+		{`error "/a b/c"`, `error "<path> <path>"`},
 	} {
 		if got := hidePaths(tc.in); got != tc.want {
 			t.Errorf("hidePaths(%q) = %q, want %q", tc.in, got, tc.want)

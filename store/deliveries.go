@@ -481,18 +481,29 @@ func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route,
 // Requeue puts published events back in the outbox, to be published
 // again: those of anew marked with the time of this requeue
 // (Event.RequeuedAt: published anew, under an ID of their own), those of
-// seqs as they were first published. A seq that is not a published event
-// is left alone, but for one of anew another gateway published (one in
-// both lists is requeued anew). The operators'
-// resets of an event requeued anew are done with (reset_at cleared): its
-// new message holds them, and a round of that message cut short later is
-// requeued as any other, not published anew again.
+// seqs as they were first published. An event another gateway took from
+// its sender (its record, or a copy claimed elsewhere) goes anew from
+// either list: only anew is published without a claim, which its holder
+// has. A seq that is not published here is left alone, but for one of
+// anew another gateway published and not parked (one in both lists is
+// requeued anew). The operators' resets of an event requeued anew are done
+// with (reset_at cleared): its new message holds them, and a round of that
+// message cut short later is requeued as any other.
 func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 	if len(seqs) == 0 && len(anew) == 0 {
 		return nil
 	}
 	now := time.Now().UnixMilli()
 	requeue := func(tx *sql.Tx, seq int64, at any) error {
+		reset := at != nil // an operator's
+		var others bool
+		if err := tx.QueryRow(`SELECT EXISTS (SELECT 1 FROM replica_events WHERE seq = ?)
+			OR EXISTS (SELECT 1 FROM claimed_elsewhere WHERE seq = ?)`, seq, seq).Scan(&others); err != nil {
+			return err
+		}
+		if others {
+			at = now
+		}
 		was, err := changed(tx.Exec(`DELETE FROM published WHERE seq = ?`, seq))
 		if err != nil {
 			return err
@@ -500,13 +511,12 @@ func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 		switch {
 		case was:
 			_, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at)
-		case at != nil:
-			// An event another gateway published (its record, or a copy
-			// claimed elsewhere) is published anew from here all the
-			// same: an operator here reset its delivery.
+		case others && reset:
+			// Published by another gateway: published anew from here
+			// all the same, an operator here having reset its delivery.
 			was, err = changed(tx.Exec(`INSERT INTO outbox (seq, requeued_at) SELECT ?, ?
-				WHERE (EXISTS (SELECT 1 FROM replica_events WHERE seq = ?) OR EXISTS (SELECT 1 FROM claimed_elsewhere WHERE seq = ?))
-					AND NOT EXISTS (SELECT 1 FROM outbox WHERE seq = ?)`, seq, at, seq, seq, seq))
+				WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE seq = ?) AND NOT EXISTS (SELECT 1 FROM parked WHERE seq = ?)`,
+				seq, at, seq, seq))
 		}
 		if err != nil || !was || at == nil {
 			return err
