@@ -142,6 +142,21 @@ func apiGet(t *testing.T, a *app.App, path string, out any) int {
 	return resp.StatusCode
 }
 
+// apiPost posts to a /v1 path of gateway a with no body; it returns the
+// status and the answer.
+func apiPost(t *testing.T, a *app.App, path string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, body
+}
+
 type eventView struct {
 	Headers    json.RawMessage  `json:"headers"`
 	ReceivedAt string           `json:"received_at"`

@@ -42,16 +42,8 @@ func TestFailedReplayLeavesDeadInCluster(t *testing.T) {
 		}
 		return d.State == store.StateDead, d.State
 	})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/events/s/e1/replay?route=r", nil)
-	req.Header.Set("Authorization", "Bearer "+apiToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("replay: %d %s", resp.StatusCode, body)
+	if code, body := apiPost(t, gw, "/v1/events/s/e1/replay?route=r"); code != http.StatusAccepted {
+		t.Fatalf("replay: %d %s", code, body)
 	}
 	js := connectJS(t, urls[0])
 	entry := func() string {

@@ -47,16 +47,8 @@ func TestRetryCutShortOnOtherGatewayRunsAtNextStart(t *testing.T) {
 		uid = deadOn(t, gw2)["e1"]
 		return uid != "", fmt.Sprint(deadOn(t, gw2))
 	})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+gw2.Addr()+"/v1/deliveries/"+uid+"/retry", nil)
-	req.Header.Set("Authorization", "Bearer "+apiToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry on gw2: %d %s", resp.StatusCode, body)
+	if code, body := apiPost(t, gw2, "/v1/deliveries/"+uid+"/retry"); code != http.StatusAccepted {
+		t.Fatalf("retry on gw2: %d %s", code, body)
 	}
 	gatewaytest.WaitFor(t, "the retry's request held", 60*time.Second, func() (bool, string) {
 		return inflight.Load() == 1, fmt.Sprint(n.Load(), " requests")

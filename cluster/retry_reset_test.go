@@ -117,16 +117,8 @@ tasks: {tokens: [%q], allow: [127.0.0.1], retries: 0, schedule: [50ms], timeout:
 	mu.Lock()
 	revived = true
 	mu.Unlock()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/deliveries/"+uid+"/retry", nil)
-	req.Header.Set("Authorization", "Bearer "+apiToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	if code, body := apiPost(t, gw, "/v1/deliveries/"+uid+"/retry"); code != http.StatusAccepted {
+		t.Fatalf("retry: %d %s", code, body)
 	}
 	// Stopped while the retry's round waits for the token's slot.
 	stopCtx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
