@@ -404,9 +404,10 @@ func restartDuringHeldRequest(t *testing.T, g *gateway, ds *downstream, cfg *con
 	return restart(t, cfg)
 }
 
-// An operator's retry of a dead delivery, cut short by a stop, runs again
-// at the next start.
-func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
+// retryHeldDownstream fails the two rounds of a schedule of one step,
+// holds the third request (an operator's retry) until the test ends, and
+// answers 204 after.
+func retryHeldDownstream(t *testing.T) *downstream {
 	release := make(chan struct{})
 	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
 		switch {
@@ -420,6 +421,13 @@ func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
 		return 204
 	})
 	t.Cleanup(func() { close(release) })
+	return ds
+}
+
+// An operator's retry of a dead delivery, cut short by a stop, runs again
+// at the next start.
+func TestUnfinishedRetryRunsAtNextStart(t *testing.T) {
+	ds := retryHeldDownstream(t)
 	g := startGateway(t, eventsConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [10ms]")))
 	cfg := g.cfg
 	g.send(t, "evt_retried", "invoice.paid")
@@ -491,19 +499,7 @@ func TestUnfinishedRetryRunsAtNextStartInsideDuplicateWindow(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			release := make(chan struct{})
-			ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
-				switch {
-				case n < 2: // both rounds of the schedule fail
-					w.WriteHeader(500)
-					return 500
-				case n == 2: // the operator's retry, held until the gateway stopped
-					<-release
-				}
-				w.WriteHeader(204)
-				return 204
-			})
-			t.Cleanup(func() { close(release) })
+			ds := retryHeldDownstream(t)
 			// The window is long so that the restart surely falls inside it.
 			g := startGateway(t, eventsConfig(t, routeYAML("r", ds.URL, ", retries: 0, schedule: [10ms]"))+tc.nats(t))
 			cfg := g.cfg

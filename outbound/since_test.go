@@ -21,19 +21,7 @@ func TestRetentionAfterRouteAdded(t *testing.T) {
 	a, b := newDownstream(t, nil), newDownstream(t, nil)
 	dir := t.TempDir()
 	cfg := func(routes string) *config.Config {
-		t.Helper()
-		c, err := config.Parse(fmt.Appendf(nil, `
-listen: "127.0.0.1:0"
-data_dir: %q
-retention: {events: 1s, interval: 100ms}
-sources:
-  - {name: stripe, verify: stripe, secrets: [%q]}
-routes:
-%s`, dir, stripeSecret, routes), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatalf("config: %v", err)
-		}
-		return c
+		return dirConfig(t, dir, "retention: {events: 1s, interval: 100ms}\n", routes)
 	}
 	g := restart(t, cfg(routeYAML("a", a.URL, "")))
 	g.send(t, "evt_old", "invoice.paid")
@@ -76,20 +64,7 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 	}
 	a, b := newDownstream(t, failUntil(&aUp)), newDownstream(t, failUntil(&bUp))
 	dir := t.TempDir()
-	cfg := func(routes string) *config.Config {
-		t.Helper()
-		c, err := config.Parse(fmt.Appendf(nil, `
-listen: "127.0.0.1:0"
-data_dir: %q
-sources:
-  - {name: stripe, verify: stripe, secrets: [%q]}
-routes:
-%s`, dir, stripeSecret, routes), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatalf("config: %v", err)
-		}
-		return c
-	}
+	cfg := func(routes string) *config.Config { return dirConfig(t, dir, "", routes) }
 	const retry = ", retries: 0, schedule: [1s, 1s, 1s]"
 	g := restart(t, cfg(routeYAML("a", a.URL, retry)))
 	old := []string{"evt_old1", "evt_old2"}
@@ -136,4 +111,21 @@ routes:
 			t.Errorf("b's downstream got %s %d times, want 0", id, n)
 		}
 	}
+}
+
+// dirConfig is a gateway's config on data_dir dir, the Stripe source, the
+// top-level keys extra and routes: the same store whatever the routes.
+func dirConfig(t *testing.T, dir, extra, routes string) *config.Config {
+	t.Helper()
+	c, err := config.Parse(fmt.Appendf(nil, `
+listen: "127.0.0.1:0"
+data_dir: %q
+%ssources:
+  - {name: stripe, verify: stripe, secrets: [%q]}
+routes:
+%s`, dir, extra, stripeSecret, routes), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return c
 }
