@@ -123,6 +123,11 @@ type Engine struct {
 	// the store's copy and sets the breaker together.
 	pauseMu sync.Mutex
 
+	// sinceMu makes loadSince run once, by Start or by the relay's
+	// recovery (Owed), which runs before Start.
+	sinceMu     sync.Mutex
+	sinceLoaded bool
+
 	mu       sync.Mutex
 	cancel   context.CancelFunc // stops pulling
 	abort    context.CancelFunc // cancels rounds in flight

@@ -15,6 +15,9 @@ import (
 // stream (pending). The relay asks it to put back in the outbox what the
 // stream lost (relay.Owed).
 func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error) {
+	if err := e.loadSince(ctx); err != nil {
+		return nil, nil, nil, err
+	}
 	routes := make(map[string]store.RouteTakes, len(e.routes))
 	for _, r := range e.routes {
 		routes[r.cfg.Name] = store.RouteTakes{Sources: r.cfg.Sources, Since: r.since.Load()}
@@ -23,7 +26,7 @@ func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending,
 		received := ev.ReceivedAt.UnixMilli()
 		for _, r := range e.routes {
 			terminal, has := deliveries[r.cfg.Name]
-			if r.matches(ev.Source, ev.Type) && owes(has, terminal, received, r.since.Load()) {
+			if r.matches(ev.Source, ev.Type) && owes(has, terminal, r.took(received, ev.Source, ev.Type)) {
 				lost = append(lost, ev.Seq)
 				return nil
 			}
@@ -50,13 +53,13 @@ func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending,
 }
 
 // owes reports whether a route that takes an event still needs it: its
-// delivery of it (has) is not terminal, or it has none and the event was
-// received (unix ms) at or after the route was first configured (since).
-// A route added later was never given the older events, and is not given
-// them when the stream is made anew.
-func owes(has, terminal bool, received, since int64) bool {
+// delivery of it (has) is not terminal, or it has none and the route took
+// the event when it was received (took: configured then, its sources and
+// events matched). A route added later, or widened later, was never given
+// the older events, and is not given them when the stream is made anew.
+func owes(has, terminal, took bool) bool {
 	if has {
 		return !terminal
 	}
-	return received >= since
+	return took
 }

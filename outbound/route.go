@@ -40,6 +40,8 @@ type route struct {
 	// since is when the route was first configured (unix ms, 0: from the
 	// start; loadSince).
 	since atomic.Int64
+	// takes is what the route took since when, oldest first (loadTakes).
+	takes atomic.Pointer[[]takes]
 }
 
 func newRoute(rc Route, transport http.RoundTripper) (*route, error) {

@@ -2,7 +2,9 @@ package outbound
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,14 +18,93 @@ import (
 // the store's meta key route_since:<name> holds when the
 // route was first configured (unix ms). On the first start that records
 // it, every configured route is taken as configured from the start.
+//
+// Likewise a route whose sources or events change is given only the
+// events received after the change: route_takes:<name> holds what the
+// route took since when (the last routeTakesKept changes), and an event
+// is the route's only if the route took it when it was received.
 const (
 	routeSincePrefix = "route_since:"
 	routesSinceKept  = "routes_since_kept"
+	routeTakesPrefix = "route_takes:"
+	routeTakesKept   = 32
 )
 
-// loadSince reads, or records, when each route was first configured.
+// takes is what a route took from Since on (unix ms).
+type takes struct {
+	Since   int64    `json:"since"`
+	Sources []string `json:"sources"`
+	Events  []string `json:"events,omitempty"`
+}
+
+func (t takes) matches(source, eventType string) bool {
+	if !slices.Contains(t.Sources, source) {
+		return false
+	}
+	if len(t.Events) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(t.Events, func(g string) bool { return Glob(g, eventType) })
+}
+
+func (t takes) same(sources, events []string) bool {
+	return slices.Equal(t.Sources, sources) && slices.Equal(t.Events, events)
+}
+
+// nextTakes is history with what the route takes now, from now on, if that
+// changed (at most routeTakesKept kept, the oldest dropped), and whether
+// it changed. An empty history starts at since, the route's first
+// configuration.
+func nextTakes(history []takes, since, now int64, sources, events []string) ([]takes, bool) {
+	sources, events = slices.Sorted(slices.Values(sources)), slices.Sorted(slices.Values(events))
+	if len(history) == 0 {
+		return []takes{{Since: since, Sources: sources, Events: events}}, true
+	}
+	if history[len(history)-1].same(sources, events) {
+		return history, false
+	}
+	history = append(history, takes{Since: max(now, history[len(history)-1].Since), Sources: sources, Events: events})
+	if len(history) > routeTakesKept {
+		history = history[len(history)-routeTakesKept:]
+	}
+	return history, true
+}
+
+// tookAt reports whether a route with this history took an event of source
+// and type received at (unix ms): what it took then matched it. An event
+// received before the oldest change kept is taken as the route's.
+func tookAt(history []takes, received int64, source, eventType string) bool {
+	i, found := slices.BinarySearchFunc(history, received, func(t takes, at int64) int {
+		switch {
+		case t.Since < at:
+			return -1
+		case t.Since > at:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		for i+1 < len(history) && history[i+1].Since == received {
+			i++
+		}
+	} else {
+		i--
+	}
+	if i < 0 {
+		return true
+	}
+	return history[i].matches(source, eventType)
+}
+
+// loadSince reads, or records, when each route was first configured and
+// what it took since when, once.
 func (e *Engine) loadSince(ctx context.Context) error {
 	if e.store == nil {
+		return nil
+	}
+	e.sinceMu.Lock()
+	defer e.sinceMu.Unlock()
+	if e.sinceLoaded {
 		return nil
 	}
 	kept, err := e.store.Meta(ctx, routesSinceKept)
@@ -50,18 +131,64 @@ func (e *Engine) loadSince(ctx context.Context) error {
 			return fmt.Errorf("route %s: since %q: %w", r.cfg.Name, v, err)
 		}
 		r.since.Store(ms)
+		if err := e.loadTakes(ctx, r, ms); err != nil {
+			return err
+		}
 	}
 	if kept == "" {
-		return e.store.SetMeta(ctx, routesSinceKept, "1")
+		if err := e.store.SetMeta(ctx, routesSinceKept, "1"); err != nil {
+			return err
+		}
 	}
+	e.sinceLoaded = true
 	return nil
+}
+
+// loadTakes reads the route's history of what it takes, adding its
+// current sources and events if they changed.
+func (e *Engine) loadTakes(ctx context.Context, r *route, since int64) error {
+	key := routeTakesPrefix + r.cfg.Name
+	v, err := e.store.Meta(ctx, key)
+	if err != nil {
+		return fmt.Errorf("route %s: read what it takes: %w", r.cfg.Name, err)
+	}
+	var history []takes
+	if v != "" {
+		if err := json.Unmarshal([]byte(v), &history); err != nil {
+			return fmt.Errorf("route %s: what it takes %q: %w", r.cfg.Name, v, err)
+		}
+	}
+	history, changed := nextTakes(history, since, time.Now().UnixMilli(), r.cfg.Sources, r.cfg.Events)
+	if changed {
+		b, err := json.Marshal(history)
+		if err != nil {
+			return fmt.Errorf("route %s: what it takes: %w", r.cfg.Name, err)
+		}
+		if err := e.store.SetMeta(ctx, key, string(b)); err != nil {
+			return fmt.Errorf("route %s: record what it takes: %w", r.cfg.Name, err)
+		}
+	}
+	r.takes.Store(&history)
+	return nil
+}
+
+// took reports whether the route took an event of source and type
+// received at (unix ms): it was configured then, and what it took then
+// matched the event.
+func (r *route) took(received int64, source, eventType string) bool {
+	if received < r.since.Load() {
+		return false
+	}
+	h := r.takes.Load()
+	return h == nil || tookAt(*h, received, source, eventType)
 }
 
 // Finished reports whether every route that takes an event under the
 // current configuration has finished with it (ev.Terminal holds the
 // routes whose delivery succeeded or is dead), and no configured route's
 // delivery of it is still open (ev.Open). A route configured after the
-// event was received, with no delivery of it, is not waited for.
+// event was received, or whose sources or events did not take it then,
+// with no delivery of it, is not waited for.
 // Retention keeps events that are not finished.
 func (e *Engine) Finished(ev *store.OldEvent) bool {
 	for name := range ev.Open {
@@ -71,7 +198,7 @@ func (e *Engine) Finished(ev *store.OldEvent) bool {
 	}
 	received := ev.ReceivedAt.UnixMilli()
 	for _, r := range e.routes {
-		if r.matches(ev.Source, ev.Type) && !ev.Terminal[r.cfg.Name] && received >= r.since.Load() {
+		if r.matches(ev.Source, ev.Type) && !ev.Terminal[r.cfg.Name] && r.took(received, ev.Source, ev.Type) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,4 +129,94 @@ routes:
 		t.Fatalf("config: %v", err)
 	}
 	return c
+}
+
+// A route whose events widen is not waited for on the events of the new
+// types received before, which it was never given: retention prunes them
+// once the routes of their time finished. (They were kept for good.) An
+// event of the new types received after the change is waited for.
+func TestRetentionAfterRouteWidened(t *testing.T) {
+	a, b := newDownstream(t, nil), newDownstream(t, nil)
+	dir := t.TempDir()
+	cfg := func(aEvents string) *config.Config {
+		return dirConfig(t, dir, "retention: {events: 1s, interval: 100ms}\n",
+			routeYAML("a", a.URL, ", events: ["+aEvents+"]")+routeYAML("b", b.URL, ""))
+	}
+	g := restart(t, cfg(`"invoice.*"`))
+	g.send(t, "evt_old", "customer.created") // b's only
+	g.waitState(t, "b", "stripe", "evt_old", store.StateSucceeded)
+	waitPublished(t, g, "evt_old") // else the next start publishes it, for a too
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg(`"invoice.*", "customer.*"`))
+	g.send(t, "evt_new", "customer.created")
+	g.waitState(t, "a", "stripe", "evt_new", store.StateSucceeded)
+	g.waitState(t, "b", "stripe", "evt_new", store.StateSucceeded)
+	g.send(t, "evt_newest", "invoice.paid") // retention keeps the newest event
+	g.waitState(t, "a", "stripe", "evt_newest", store.StateSucceeded)
+	g.waitState(t, "b", "stripe", "evt_newest", store.StateSucceeded)
+	for _, id := range []string{"evt_old", "evt_new"} {
+		waitFor(t, id+" pruned", func() (bool, string) {
+			_, err := g.Store().GetEvent(context.Background(), "stripe", id)
+			return errors.Is(err, store.ErrNotFound), fmt.Sprint(err)
+		})
+	}
+	if d := g.delivery(t, "a", "stripe", "evt_old"); d != nil {
+		t.Errorf("route a, widened after evt_old, has a delivery of it: %+v", d)
+	}
+}
+
+// On a stream made anew, a route whose events widened is not owed the
+// events of the new types received before: they are not published again,
+// and its downstream never sees them.
+func TestStreamWipedSparesRouteWidened(t *testing.T) {
+	a, b := newDownstream(t, nil), newDownstream(t, nil)
+	dir := t.TempDir()
+	cfg := func(aEvents string) *config.Config {
+		return dirConfig(t, dir, "", routeYAML("a", a.URL, ", events: ["+aEvents+"]")+routeYAML("b", b.URL, ""))
+	}
+	g := restart(t, cfg(`"invoice.*"`))
+	g.send(t, "evt_old", "customer.created") // b's only
+	g.waitState(t, "b", "stripe", "evt_old", store.StateSucceeded)
+	waitPublished(t, g, "evt_old") // else the next start publishes it, for a too
+	old, err := g.Store().GetEvent(context.Background(), "stripe", "evt_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	widened := cfg(`"invoice.*", "customer.*"`)
+	if err := os.RemoveAll(widened.NATS.StoreDir); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, widened)
+	// Recovery runs before the relay publishes: once evt_new is
+	// delivered, whatever it published again was published before.
+	g.send(t, "evt_new", "customer.created")
+	g.waitState(t, "a", "stripe", "evt_new", store.StateSucceeded)
+	ev, err := g.Store().GetEvent(context.Background(), "stripe", "evt_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.PublishedAt.Equal(old.PublishedAt) {
+		t.Errorf("evt_old, which b finished before a took its type, was published again")
+	}
+	if d := g.delivery(t, "a", "stripe", "evt_old"); d != nil {
+		t.Errorf("route a, widened after evt_old, has a delivery of it: %+v", *d)
+	}
+}
+
+// waitPublished waits until the relay recorded the Stripe event id as
+// published.
+func waitPublished(t *testing.T, g *gateway, id string) {
+	t.Helper()
+	waitFor(t, id+" published", func() (bool, string) {
+		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !ev.PublishedAt.IsZero(), "not yet"
+	})
 }
