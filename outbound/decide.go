@@ -136,7 +136,9 @@ type decision struct {
 // failed round takes the next step of schedule, or is dead past its last;
 // a round cut short by a stop keeps the delivery where it was and hands
 // the message back. manual rounds (an operator's retry or replay) leave
-// the state and schedule where they were, and stay pending if cut short.
+// the state and schedule where they were, and stay pending if cut short;
+// one of a delivery that had none (prev.State "": a replay to a route
+// that had no delivery of the event) fails as any first round does.
 func decide(prev store.DeliveryStatus, res roundResult, schedule []time.Duration, now time.Time, manual bool) decision {
 	next := change{state: store.StatePending, rounds: prev.Rounds, nextAttemptAt: prev.NextAttemptAt}
 	if prev.State != "" { // a delivery is stored
@@ -159,7 +161,7 @@ func decide(prev store.DeliveryStatus, res roundResult, schedule []time.Duration
 			// The next start puts its event back in the outbox (Engine.Recover).
 			next.state, next.nextAttemptAt = store.StatePending, time.Time{}
 		}
-	case manual:
+	case manual && prev.State != "":
 		outcome = outcomeFailed
 	default:
 		next.rounds++

@@ -545,7 +545,22 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 	if filtered, _ := e.filtered(e.roundCtx, r, ev, prev); filtered {
 		return
 	}
-	e.round(e.roundCtx, r, ev, prev, true)
+	dec := e.round(e.roundCtx, r, ev, prev, true)
+	if prev.State == "" && dec.record && dec.next.state == store.StateRetrying {
+		e.publishAnew(r, ev)
+	}
+}
+
+// publishAnew puts ev back in the outbox to be published anew, for a
+// replay's new delivery on r whose round failed: no message of the route
+// carries its schedule, and the new one's round waits for its next
+// attempt. Should this process stop first, the next start does it (the
+// delivery's reset is still noted: Owed).
+func (e *Engine) publishAnew(r *route, ev envelope) {
+	if err := e.store.Requeue(context.WithoutCancel(e.roundCtx), nil, []int64{ev.seq}); err != nil {
+		e.log.Warn("a replay's new delivery failed and its event cannot be published anew; its next round runs after the next start",
+			"route", r.cfg.Name, "source", ev.source, "event_id", ev.id, "err", err)
+	}
 }
 
 // manualFrom decides an operator's round once it holds the delivery:

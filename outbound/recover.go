@@ -11,8 +11,9 @@ import (
 // negative) that some route takes (its sources and event filters) and
 // still needs (owes), and those of the events of every pending delivery
 // of a configured route: an operator's retry or replay cut short by a
-// stop or a crash (reset), or a delivery whose message is still in the
-// stream (pending). The relay asks it to put back in the outbox what the
+// stop or a crash, or a replay's new delivery whose failed round was
+// recorded before its event was published anew (reset), or a delivery
+// whose message is still in the stream (pending). The relay asks it to put back in the outbox what the
 // stream lost (relay.Owed).
 func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error) {
 	if err := e.loadSince(ctx); err != nil {

@@ -445,18 +445,34 @@ func (s *Store) PublishedSince(ctx context.Context, minStreamSeq int64, routes m
 	return nil
 }
 
-// state != 'succeeded' lets the planner take the partial deliveries_state.
+// state != 'succeeded' lets the planner take the partial deliveries_state;
+// asked of each state in turn (pending, retrying), it reads in its order.
 const pendingDeliveriesQuery = `
 	SELECT event_seq, route, source, event_type, reset_at IS NOT NULL FROM deliveries
-	WHERE state = 'pending' AND state != 'succeeded' AND event_seq > 0 ORDER BY created_at, id`
+	WHERE state = ? AND (state = 'pending' OR reset_at IS NOT NULL) AND state != 'succeeded' AND event_seq > 0
+	ORDER BY created_at, id`
 
 // PendingDeliveries calls fn for every delivery in state pending, with its
 // event's intake sequence, route, source and type; reset is true for one
 // an operator set pending (SetDeliveryState, ResetDelivery) since its
 // event was last requeued anew (Requeue): only an operator's round makes
-// such a delivery pending again before that.
+// such a delivery pending again before that. A retrying delivery so
+// reset is called with reset true too: a replay's new delivery whose
+// failed round was recorded, its event not yet requeued anew (nothing
+// else carries its next round; one whose message is in the stream gets
+// a second copy, as harmless as any).
 func (s *Store) PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string, reset bool) error) error {
-	rows, err := s.r.QueryContext(ctx, pendingDeliveriesQuery)
+	for _, state := range []string{StatePending, StateRetrying} {
+		if err := s.pendingDeliveries(ctx, state, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingDeliveries is PendingDeliveries of the deliveries in state.
+func (s *Store) pendingDeliveries(ctx context.Context, state string, fn func(seq int64, route, source, eventType string, reset bool) error) error {
+	rows, err := s.r.QueryContext(ctx, pendingDeliveriesQuery, state)
 	if err != nil {
 		return fmt.Errorf("%w: pending deliveries: %w", ErrUnavailable, err)
 	}

@@ -644,6 +644,15 @@ func TestPendingDeliveriesTellsOperatorsResets(t *testing.T) {
 	}
 	// A retry whose round was then cut short stays the operator's.
 	record("retried", StatePending)
+	// A replay's new delivery whose round failed, its event not requeued
+	// anew yet, is the operator's; a delivery retrying on its schedule is
+	// its message's.
+	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "new", Source: ev.Source, EventID: ev.ID,
+		IdempotencyKey: "k-new"}); err != nil {
+		t.Fatal(err)
+	}
+	record("new", StateRetrying)
+	record("scheduled", StateRetrying)
 	got := map[string]bool{}
 	if err := s.PendingDeliveries(ctx, func(seq int64, route, _, _ string, reset bool) error {
 		if seq != ev.Seq {
@@ -654,7 +663,7 @@ func TestPendingDeliveriesTellsOperatorsResets(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]bool{"cut": false, "retried": true, "replayed": true}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if want := map[string]bool{"cut": false, "new": true, "retried": true, "replayed": true}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("pending deliveries (route: reset) %v, want %v", got, want)
 	}
 }
