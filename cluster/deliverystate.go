@@ -45,16 +45,19 @@ type DeliveryStateConfig struct {
 	// Replica, if set, records each round in the local store with its
 	// record for the other gateways (store.RecordClusterRound, see
 	// Records), under the gateway name Origin, and OnRecorded (if set) is
-	// called after each record written. Unset, rounds are recorded with
-	// the local StatusRecorder's RecordRound.
+	// called after each record written; an operator's reset has its
+	// record too (Reset). Unset, rounds are recorded with the local
+	// StatusRecorder's RecordRound, and resets have none.
 	Replica    ClusterRoundRecorder
 	Origin     string
 	OnRecorded func()
 }
 
-// ClusterRoundRecorder records a round with its record (store.Store).
+// ClusterRoundRecorder records a round, or a state changed without one,
+// with its record (store.Store).
 type ClusterRoundRecorder interface {
 	RecordClusterRound(ctx context.Context, d *store.Delivery, attempts []store.Attempt, c store.ClusterRound) error
+	RecordClusterState(ctx context.Context, rec *store.StateRecord) error
 }
 
 // DeliveryState is an outbound.DeliveryState shared by every gateway of a
@@ -91,6 +94,7 @@ type claim struct {
 	rev      uint64
 	rec      record
 	recorded bool // the round's outcome was written, ending the lease
+	unreset  bool // Unreset put back the state a reset wrote over
 	// unsent is the round whose outcome Record could not write: Release
 	// writes it, and then (with Replica) records it with its record.
 	unsent *unsentRound
@@ -470,8 +474,9 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	var rev uint64
 	var next record
 	var unsent *unsentRound
+	var unreset bool
 	if c != nil && !c.recorded {
-		rev, next, unsent = c.rev, c.rec, c.unsent
+		rev, next, unsent, unreset = c.rev, c.rec, c.unsent, c.unreset
 	}
 	s.mu.Unlock()
 	if rev == 0 {
@@ -479,6 +484,11 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	}
 	next.Owner, next.Lease = "", 0
 	rev, err := s.release(key, next, rev, unsent != nil)
+	if err == nil && unreset && s.cfg.Replica != nil {
+		// The state put back is the cluster's now: its record goes to the
+		// other gateways, which applied the reset's.
+		s.recordState(context.Background(), k, next, rev)
+	}
 	if err == nil && unsent != nil {
 		// The outcome is the cluster's now: its record goes to the other
 		// gateways (the round is written again, the same, with it).
@@ -543,18 +553,20 @@ func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) 
 // (outbound.ErrRoundQueued), so that the round's outcome is written over
 // its own claim's revision as ever. A retry (resend false) of a delivery
 // the cluster holds succeeded is outbound.ErrSucceeded. undo writes back
-// the entry as it was, over the reset's revision only.
-func (s *DeliveryState) Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (undo func(), err error) {
+// the entry as it was, over the reset's revision only. rec is the reset
+// as written, with its revision, for the local reset to record (with
+// Replica; else nil, as when nothing was written).
+func (s *DeliveryState) Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (rec *store.StateRecord, undo func(), err error) {
 	key := DeliveryKey(k.Route, k.Source, k.EventID)
 	s.mu.Lock()
 	_, busy := s.held[key]
 	s.mu.Unlock()
 	if busy {
-		return nil, fmt.Errorf("%w: a round of it runs on this gateway", outbound.ErrRoundQueued)
+		return nil, nil, fmt.Errorf("%w: a round of it runs on this gateway", outbound.ErrRoundQueued)
 	}
 	kv, err := s.bucket(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
@@ -562,32 +574,64 @@ func (s *DeliveryState) Reset(ctx context.Context, k outbound.DeliveryKey, resen
 		cur, rev, found, err := s.get(ctx, key)
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 		case !found:
-			return nil, nil
+			return nil, nil, nil
 		case !claimable(cur, true, s.cfg.Owner, s.now()):
-			return nil, fmt.Errorf("%w: a round of it runs under the lease of %s", outbound.ErrRoundQueued, cur.Owner)
+			return nil, nil, fmt.Errorf("%w: a round of it runs under the lease of %s", outbound.ErrRoundQueued, cur.Owner)
 		case cur.State == "":
-			return nil, nil
+			return nil, nil, nil
 		case cur.State == store.StateSucceeded && !resend:
-			return nil, outbound.ErrSucceeded
+			return nil, nil, outbound.ErrSucceeded
 		case cur.State == store.StatePending:
-			return nil, nil
+			return nil, nil, nil
 		}
 		next := cur
 		next.State, next.Owner, next.Lease = store.StatePending, "", 0
 		data, err := json.Marshal(next)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		nrev, err := kv.Update(ctx, key, data, rev)
 		switch {
 		case err == nil:
-			return func() { s.unreset(key, cur, nrev) }, nil
+			if s.cfg.Replica != nil {
+				rec = s.stateRecord(k, next, nrev)
+			}
+			return rec, func() { s.unreset(key, cur, nrev) }, nil
 		case !errors.Is(err, natsjs.ErrKeyRevisionMismatch):
-			return nil, fmt.Errorf("%w: cluster: write a delivery's reset: %w", store.ErrUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: cluster: write a delivery's reset: %w", store.ErrUnavailable, err)
 		}
 		// Written meanwhile: read again.
+	}
+}
+
+// stateRecord is the record of k's entry e as written at revision rev
+// (the store completes it from the delivery's row).
+func (s *DeliveryState) stateRecord(k outbound.DeliveryKey, e record, rev uint64) *store.StateRecord {
+	return &store.StateRecord{Origin: s.cfg.Origin, Route: k.Route, Source: k.Source, EventID: k.EventID,
+		State: e.State, Attempts: e.Attempts, Rounds: e.Rounds, LastStatus: e.Status, NextAttemptAt: e.Next,
+		Version: rev}
+}
+
+// recordState records k's entry e, written at revision rev by no round,
+// in the local store with its record for the other gateways.
+func (s *DeliveryState) recordState(ctx context.Context, k outbound.DeliveryKey, e record, rev uint64) {
+	if err := s.cfg.Replica.RecordClusterState(ctx, s.stateRecord(k, e, rev)); err != nil {
+		s.log.Warn("cannot record a delivery's state; the other gateways miss it until its next round", "route", k.Route,
+			"source", k.Source, "event_id", k.EventID, "state", e.State, "err", err)
+		return
+	}
+	if s.cfg.OnRecorded != nil {
+		s.cfg.OnRecorded()
+	}
+}
+
+// Recorded tells the records' publisher that a reset's record was written
+// with the local reset.
+func (s *DeliveryState) Recorded() {
+	if s.cfg.OnRecorded != nil {
+		s.cfg.OnRecorded()
 	}
 }
 
@@ -618,7 +662,7 @@ func (s *DeliveryState) Unreset(k outbound.DeliveryKey, state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.held[key]; c != nil && c.rev != 0 && !c.recorded && c.rec.State == store.StatePending {
-		c.rec.State = state
+		c.rec.State, c.unreset = state, true
 	}
 }
 
@@ -845,6 +889,7 @@ var _ outbound.DeliveryState = (*DeliveryState)(nil)
 
 // DeliveryState writes operators' resets (outbound's stateResetter).
 var _ interface {
-	Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (func(), error)
+	Reset(ctx context.Context, k outbound.DeliveryKey, resend bool) (*store.StateRecord, func(), error)
 	Unreset(k outbound.DeliveryKey, state string)
+	Recorded()
 } = (*DeliveryState)(nil)

@@ -219,7 +219,7 @@ func TestResetAcrossGateways(t *testing.T) {
 	gatewaytest.WaitFor(t, "a's first claim", 30*time.Second, func() (bool, string) {
 		return a.TryClaim(ctx, ka), "refused"
 	})
-	if undo, err := b.Reset(ctx, kb, false); err == nil || !errors.Is(err, outbound.ErrRoundQueued) || undo != nil {
+	if _, undo, err := b.Reset(ctx, kb, false); err == nil || !errors.Is(err, outbound.ErrRoundQueued) || undo != nil {
 		t.Fatalf("reset under a's lease: %v, want ErrRoundQueued", err)
 	}
 	if err := a.Record(ctx, delivery(ka, store.StateDead), []store.Attempt{{StartedAt: time.Now(), Status: 500}}); err != nil {
@@ -235,14 +235,14 @@ func TestResetAcrossGateways(t *testing.T) {
 		}
 		return st
 	}
-	undo, err := b.Reset(ctx, kb, false)
+	_, undo, err := b.Reset(ctx, kb, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := status(a, ka); st.State != store.StatePending || st.Attempts != 1 {
 		t.Fatalf("a reads %+v after b's reset, want pending after 1 attempt", st)
 	}
-	if again, err := a.Reset(ctx, ka, false); err != nil || again != nil {
+	if _, again, err := a.Reset(ctx, ka, false); err != nil || again != nil {
 		t.Fatalf("a reset of a pending delivery: %v, wrote %v; want nothing written", err, again != nil)
 	}
 	undo()
@@ -252,7 +252,7 @@ func TestResetAcrossGateways(t *testing.T) {
 
 	// An operator's round that ran nothing puts back what the reset
 	// wrote over at its release.
-	if _, err = b.Reset(ctx, kb, false); err != nil {
+	if _, _, err = b.Reset(ctx, kb, false); err != nil {
 		t.Fatal(err)
 	}
 	if !b.TryClaim(ctx, kb) {
@@ -265,7 +265,7 @@ func TestResetAcrossGateways(t *testing.T) {
 	}
 
 	// A reset's undo after the operator's round claimed it writes nothing.
-	if undo, err = b.Reset(ctx, kb, false); err != nil {
+	if _, undo, err = b.Reset(ctx, kb, false); err != nil {
 		t.Fatal(err)
 	}
 	if !b.TryClaim(ctx, kb) {
@@ -276,10 +276,10 @@ func TestResetAcrossGateways(t *testing.T) {
 		t.Fatalf("the operator's round's outcome after the undo: %v", err)
 	}
 	b.Release(kb)
-	if _, err := a.Reset(ctx, ka, false); !errors.Is(err, outbound.ErrSucceeded) {
+	if _, _, err := a.Reset(ctx, ka, false); !errors.Is(err, outbound.ErrSucceeded) {
 		t.Fatalf("a retry's reset of a delivery the cluster holds succeeded: %v, want ErrSucceeded", err)
 	}
-	if _, err := a.Reset(ctx, ka, true); err != nil {
+	if _, _, err := a.Reset(ctx, ka, true); err != nil {
 		t.Fatalf("a replay's reset of a succeeded delivery: %v", err)
 	}
 	if st := status(b, kb); st.State != store.StatePending || st.Attempts != 2 {

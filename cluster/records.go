@@ -67,7 +67,8 @@ type RecordsStore interface {
 // Records makes every gateway's store a replica of the cluster's record.
 // Each event's holder publishes its record (PublishEventRecord, before
 // the event itself) and each round's record is written in records_out
-// with the round (store.RecordClusterRound) and published from there,
+// with the round (store.RecordClusterRound), as is each operator's reset
+// with the local reset (store.StateRecord), and published from there,
 // deleted on its PubAck; every gateway applies the other gateways'
 // records from the stream, in order, from the sequence after the last one
 // it applied (kept in its store with what it applied).
@@ -536,7 +537,7 @@ func (r *Records) apply(ctx context.Context, batch []natsjs.Msg, pos uint64) (ui
 			r.log.Warn("cluster records: an unreadable record; skipped", "stream_seq", seq, "err", err)
 			continue
 		}
-		if rec.Event != nil || rec.Round != nil {
+		if rec.Event != nil || rec.Round != nil || rec.State != nil {
 			recs = append(recs, rec)
 		}
 	}
@@ -582,6 +583,18 @@ func decodeRecord(subject, meta string, data []byte, self string) (store.Record,
 			return store.Record{}, errors.New("a round record without a route, source or event id")
 		}
 		return store.Record{Round: &rd}, nil
+	case subject == store.StateRecordSubject:
+		var sr store.StateRecord
+		if err := json.Unmarshal(data, &sr); err != nil {
+			return store.Record{}, err
+		}
+		if sr.Origin == self {
+			return store.Record{}, nil
+		}
+		if sr.Route == "" || sr.Source == "" || sr.EventID == "" || sr.State == "" {
+			return store.Record{}, errors.New("a state record without a route, source, event id or state")
+		}
+		return store.Record{State: &sr}, nil
 	case strings.HasPrefix(subject, "hookgate.records."):
 		return store.Record{}, nil // a kind of a later version: not this one's
 	}

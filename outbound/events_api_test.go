@@ -376,7 +376,7 @@ func TestUnfinishedReplayRunsAtNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := g.Store().ResetDelivery(context.Background(), &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "stripe",
-		EventID: "evt_replayed", EventType: "invoice.paid", IdempotencyKey: key}); err != nil {
+		EventID: "evt_replayed", EventType: "invoice.paid", IdempotencyKey: key}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Stop(context.Background()); err != nil {
@@ -461,7 +461,7 @@ func TestRetryOfDeliveryWhoseEventIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone, err := g.Store().ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq + 1000, Route: "r2", Source: "stripe",
-		EventID: "evt_again", EventType: "invoice.paid", IdempotencyKey: "k"})
+		EventID: "evt_again", EventType: "invoice.paid", IdempotencyKey: "k"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,7 @@ type retryStore interface {
 	DeliveryByUID(ctx context.Context, uid string) (*store.Delivery, error)
 	EventBySeq(ctx context.Context, seq int64) (*store.Event, error)
 	SetDeliveryState(ctx context.Context, id int64, state string) (bool, error)
+	SetClusterDeliveryState(ctx context.Context, id int64, state string, rec *store.StateRecord) (bool, error)
 }
 
 // recoverStore is what Recover reads and requeues.
@@ -367,14 +368,15 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 	}
 	orig := store.DeliveryStatus{ID: d.ID, State: d.State, Attempts: d.Attempts, Rounds: d.Rounds,
 		NextAttemptAt: d.NextAttemptAt}
-	undo, err := e.resetShared(ctx, []DeliveryKey{env.key(r)}, false)
+	recs, undo, err := e.resetShared(ctx, []DeliveryKey{env.key(r)}, false)
 	if err != nil {
 		return d, err
 	}
-	if _, err := e.retrys.SetDeliveryState(ctx, d.ID, store.StatePending); err != nil {
+	if _, err := e.retrys.SetClusterDeliveryState(ctx, d.ID, store.StatePending, recs[0]); err != nil {
 		undo()
 		return d, err
 	}
+	e.recorded(recs)
 	d.State = store.StatePending
 	e.startManual(r, env, scope, orig, false, done)
 	return d, nil
@@ -382,11 +384,13 @@ func (e *Engine) retry(ctx context.Context, id string, client bool, done func())
 
 // resetShared writes an operator's reset of keys to pending in a shared
 // delivery state (cluster mode; see stateResetter), all or none: undo puts
-// back those written (a local reset that failed after them).
-func (e *Engine) resetShared(ctx context.Context, keys []DeliveryKey, resend bool) (undo func(), err error) {
+// back those written (a local reset that failed after them), and recs
+// (one per key, nil where none) are their records, for the local resets.
+func (e *Engine) resetShared(ctx context.Context, keys []DeliveryKey, resend bool) (recs []*store.StateRecord, undo func(), err error) {
+	recs = make([]*store.StateRecord, len(keys))
 	rs, ok := e.state.(stateResetter)
 	if !ok {
-		return func() {}, nil
+		return recs, func() {}, nil
 	}
 	var undos []func()
 	undo = func() {
@@ -394,17 +398,33 @@ func (e *Engine) resetShared(ctx context.Context, keys []DeliveryKey, resend boo
 			u()
 		}
 	}
-	for _, k := range keys {
-		u, err := rs.Reset(ctx, k, resend)
+	for i, k := range keys {
+		rec, u, err := rs.Reset(ctx, k, resend)
 		if err != nil {
 			undo()
-			return nil, err
+			return nil, nil, err
 		}
+		recs[i] = rec
 		if u != nil {
 			undos = append(undos, u)
 		}
 	}
-	return undo, nil
+	return recs, undo, nil
+}
+
+// recorded tells a shared delivery state that the records recs were
+// written with the local resets.
+func (e *Engine) recorded(recs []*store.StateRecord) {
+	rs, ok := e.state.(stateResetter)
+	if !ok {
+		return
+	}
+	for _, rec := range recs {
+		if rec != nil {
+			rs.Recorded()
+			return
+		}
+	}
 }
 
 // manualScope is the token scope that submitted ev if r is the task
@@ -512,16 +532,12 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 	if !run {
 		// The retry's reset to pending is undone: to the success found,
 		// or to the state it was asked on.
-		state := asked.State
 		if err != nil {
 			e.log.Warn("operator retry skipped: delivery state unavailable", "route", r.cfg.Name,
 				"source", ev.source, "event_id", ev.id, "err", err)
+			e.putBack(r, k, ev, asked.ID, asked.State, true) // the cluster's too
 		} else {
-			state = cur.State
-		}
-		if _, serr := e.retrys.SetDeliveryState(e.roundCtx, asked.ID, state); serr != nil {
-			e.log.Warn("cannot undo an operator retry's reset to pending", "route", r.cfg.Name,
-				"source", ev.source, "event_id", ev.id, "state", state, "err", serr)
+			e.putBack(r, k, ev, asked.ID, cur.State, false)
 		}
 		return
 	}
@@ -532,13 +548,7 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 		e.log.Info("operator round skipped: the route was paused meanwhile", "route", r.cfg.Name,
 			"source", ev.source, "event_id", ev.id)
 		if state := asked.State; err == nil && cur.State == store.StatePending && state != "" && state != store.StatePending {
-			if rs, ok := e.state.(stateResetter); ok {
-				rs.Unreset(k, state)
-			}
-			if _, serr := e.retrys.SetDeliveryState(e.roundCtx, asked.ID, state); serr != nil {
-				e.log.Warn("cannot undo an operator round's reset to pending", "route", r.cfg.Name,
-					"source", ev.source, "event_id", ev.id, "state", state, "err", serr)
-			}
+			e.putBack(r, k, ev, asked.ID, state, true)
 		}
 		return
 	}
@@ -548,6 +558,19 @@ func (e *Engine) manualRound(r *route, id envelope, scope string, prev store.Del
 	dec := e.round(e.roundCtx, r, ev, prev, true)
 	if prev.State == "" && dec.record && dec.next.state == store.StateRetrying {
 		e.publishAnew(r, ev)
+	}
+}
+
+// putBack undoes an operator's reset to pending of delivery id (k) that
+// ran no round: to state, here and, with shared, in a shared delivery
+// state (written, with its record, at k's release).
+func (e *Engine) putBack(r *route, k DeliveryKey, ev envelope, id int64, state string, shared bool) {
+	if rs, ok := e.state.(stateResetter); ok && shared {
+		rs.Unreset(k, state)
+	}
+	if _, err := e.retrys.SetDeliveryState(e.roundCtx, id, state); err != nil {
+		e.log.Warn("cannot undo an operator's reset to pending", "route", r.cfg.Name,
+			"source", ev.source, "event_id", ev.id, "state", state, "err", err)
 	}
 }
 

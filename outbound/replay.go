@@ -15,7 +15,7 @@ var ErrNoRoute = errors.New("no route takes this event")
 // replayStore is what Replay reads and resets.
 type replayStore interface {
 	GetEvent(ctx context.Context, source, id string) (*store.Event, error)
-	ResetDelivery(ctx context.Context, d *store.Delivery) (*store.Delivery, error)
+	ResetDelivery(ctx context.Context, d *store.Delivery, rec *store.StateRecord) (*store.Delivery, error)
 }
 
 // Replay delivers a stored event again, now, to every route that takes it
@@ -77,15 +77,16 @@ func (e *Engine) Replay(ctx context.Context, source, eventID, routeName string) 
 		}
 		prevs[i] = prev
 	}
-	undo, err := e.resetShared(ctx, keys, true)
+	recs, undo, err := e.resetShared(ctx, keys, true)
 	if err != nil {
 		return nil, err
 	}
+	defer e.recorded(recs)
 	out := make([]*store.Delivery, 0, len(targets))
 	for i, r := range targets {
 		prev := prevs[i]
 		d, err := e.replay.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: r.cfg.Name, Source: ev.Source, EventID: ev.ID,
-			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)})
+			EventType: ev.Type, IdempotencyKey: IdempotencyKey(r.cfg.Name, ev.Source, ev.ID)}, recs[i])
 		if err != nil {
 			undo() // a round already queued runs all the same
 			return out, err

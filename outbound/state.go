@@ -53,15 +53,20 @@ type identityClaims interface{ ClaimsByIdentity() }
 // before the retry or replay is answered: if this process stops before
 // the operator's round claims the delivery, the round of its event put
 // back in the outbox at the next start (on any process) finds it pending
-// there, as in this store, not in the state before the reset.
+// there, as in this store, not in the state before the reset. The reset's
+// record, written with the local reset, shows it on the other processes.
 type stateResetter interface {
 	// Reset sets k pending in the shared state; undo, if not nil, puts
-	// back what Reset wrote over while nothing was written since. A retry
-	// (resend false) of a delivery that succeeded there is ErrSucceeded;
-	// a round of k running (its lease) is ErrRoundQueued, with nothing
-	// written; a state that cannot be read or written is
-	// store.ErrUnavailable.
-	Reset(ctx context.Context, k DeliveryKey, resend bool) (undo func(), err error)
+	// back what Reset wrote over while nothing was written since, and rec,
+	// if not nil, is the reset to record with the local one
+	// (store.StateRecord). A retry (resend false) of a delivery that
+	// succeeded there is ErrSucceeded; a round of k running (its lease) is
+	// ErrRoundQueued, with nothing written; a state that cannot be read or
+	// written is store.ErrUnavailable.
+	Reset(ctx context.Context, k DeliveryKey, resend bool) (rec *store.StateRecord, undo func(), err error)
+	// Recorded is told that resets' records were written with the local
+	// resets.
+	Recorded()
 	// Unreset, with k's claim held, makes its release write state in
 	// place of a reset's pending: the operator's round ran nothing.
 	Unreset(k DeliveryKey, state string)

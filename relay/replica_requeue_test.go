@@ -70,7 +70,7 @@ func TestReplicaRequeuedAnewLostFromStreamIsPublishedAgain(t *testing.T) {
 	}
 	// The operator's retry here, cut short by a stop: pending, reset.
 	if _, err := st.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "stripe",
-		EventID: "evt_x", EventType: "invoice.paid", IdempotencyKey: "k"}); err != nil {
+		EventID: "evt_x", EventType: "invoice.paid", IdempotencyKey: "k"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	start := func(what string) {

@@ -201,6 +201,14 @@ func (s *Store) queryStatus(ctx context.Context, route string, seq int64, source
 // retry, noting the reset: see PendingDeliveries), unless it already
 // succeeded. It reports whether it changed.
 func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (bool, error) {
+	return s.SetClusterDeliveryState(ctx, id, state, nil)
+}
+
+// SetClusterDeliveryState is SetDeliveryState in cluster mode: with rec
+// (the change as the cluster's delivery state wrote it), in the same
+// transaction, the delivery takes rec's version and rec is put in
+// records_out for the other gateways' stores (see StateRecord).
+func (s *Store) SetClusterDeliveryState(ctx context.Context, id int64, state string, rec *StateRecord) (bool, error) {
 	var was bool
 	err := s.write(ctx, func(tx *sql.Tx) (err error) {
 		now := time.Now().UnixMilli()
@@ -208,7 +216,10 @@ func (s *Store) SetDeliveryState(ctx context.Context, id int64, state string) (b
 				reset_at = CASE WHEN ? = 'pending' THEN ? ELSE reset_at END
 			WHERE id = ? AND state != 'succeeded'`,
 			state, now, state, now, id))
-		return err
+		if err != nil || !was || rec == nil {
+			return err
+		}
+		return stateOut(tx, id, rec, now)
 	})
 	return was, err
 }

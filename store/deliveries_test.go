@@ -104,7 +104,7 @@ func TestRecordRound(t *testing.T) {
 	if err := s.RecordRound(ctx, d, []Attempt{att(204)}); err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("RecordRound without EventSeq: %v, want a plain error", err)
 	}
-	if _, err := s.ResetDelivery(ctx, d); err == nil || errors.Is(err, ErrUnavailable) {
+	if _, err := s.ResetDelivery(ctx, d, nil); err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("ResetDelivery without EventSeq: %v, want a plain error", err)
 	}
 }

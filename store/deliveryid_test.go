@@ -148,7 +148,7 @@ func TestDeliveryIDOnRead(t *testing.T) {
 		}
 		// A replay's reset answers the delivery with its ID too.
 		r, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "ops", Source: "stripe", EventID: "evt_1",
-			IdempotencyKey: "k"})
+			IdempotencyKey: "k"}, nil)
 		if err != nil || r.UID != DeliveryUID("ops", "stripe", "evt_1") {
 			t.Fatalf("ResetDelivery = %+v, %v", r, err)
 		}

@@ -114,14 +114,14 @@ func (s *Store) ListEvents(ctx context.Context, f EventFilter) ([]EventSummary, 
 // is none: for an operator's replay (noting the reset: see
 // PendingDeliveries). The Idempotency-Key of an existing delivery is kept.
 // It returns the delivery as stored.
-func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, error) {
+func (s *Store) ResetDelivery(ctx context.Context, d *Delivery, rec *StateRecord) (*Delivery, error) {
 	if d.EventSeq <= 0 {
 		return nil, fmt.Errorf("reset delivery: %w", errNoEventSeq)
 	}
 	now := time.Now().UnixMilli()
 	var id int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRow(`
+		err := tx.QueryRow(`
 			INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
 				created_at, updated_at, reset_at)
 			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
@@ -129,6 +129,10 @@ func (s *Store) ResetDelivery(ctx context.Context, d *Delivery) (*Delivery, erro
 				state = 'pending', next_attempt_at = NULL, updated_at = excluded.updated_at, reset_at = excluded.reset_at
 			RETURNING id`,
 			d.EventSeq, d.Route, d.Source, d.EventID, d.EventType, d.IdempotencyKey, now, now, now).Scan(&id)
+		if err != nil || rec == nil {
+			return err
+		}
+		return stateOut(tx, id, rec, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reset delivery: %w", err)

@@ -155,7 +155,7 @@ func freshAgreesWithQueries(t *testing.T, seed uint64) {
 				continue
 			}
 			d := &Delivery{EventSeq: seq, Route: routes[rng.IntN(len(routes))], Source: "stripe", EventID: id, IdempotencyKey: "k"}
-			if _, err := s.ResetDelivery(ctx, d); err != nil {
+			if _, err := s.ResetDelivery(ctx, d, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

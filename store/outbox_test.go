@@ -639,7 +639,7 @@ func TestPendingDeliveriesTellsOperatorsResets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "replayed", Source: ev.Source, EventID: ev.ID,
-		IdempotencyKey: "k-replayed"}); err != nil {
+		IdempotencyKey: "k-replayed"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A retry whose round was then cut short stays the operator's.
@@ -648,7 +648,7 @@ func TestPendingDeliveriesTellsOperatorsResets(t *testing.T) {
 	// anew yet, is the operator's; a delivery retrying on its schedule is
 	// its message's.
 	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "new", Source: ev.Source, EventID: ev.ID,
-		IdempotencyKey: "k-new"}); err != nil {
+		IdempotencyKey: "k-new"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	record("new", StateRetrying)

@@ -130,6 +130,54 @@ func recordClusterRound(tx *sql.Tx, d *Delivery, attempts []Attempt, c ClusterRo
 	return id, rec.Attempts, nil
 }
 
+// RecordClusterState records a state change of the cluster's with its
+// record (rec names the delivery): an operator's reset put back by a
+// round that sent nothing, its local row changed already. The delivery
+// takes rec's version and rec goes to records_out, in one transaction;
+// none is written for a delivery not stored here.
+func (s *Store) RecordClusterState(ctx context.Context, rec *StateRecord) error {
+	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
+		var id int64
+		err := tx.QueryRow(`SELECT id FROM deliveries WHERE event_seq = (SELECT seq FROM events WHERE source = ? AND event_id = ?)
+			AND route = ?`, rec.Source, rec.EventID, rec.Route).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return stateOut(tx, id, rec, time.Now().UnixMilli())
+	})
+	if err != nil {
+		return fmt.Errorf("record delivery state: %w", err)
+	}
+	return nil
+}
+
+// stateOut raises delivery id's version to rec's and puts rec in
+// records_out, with the row's state, identity and creation time, at now
+// (unix ms).
+func stateOut(tx *sql.Tx, id int64, rec *StateRecord, now int64) error {
+	out := *rec
+	err := tx.QueryRow(`UPDATE deliveries SET version = max(version, ?) WHERE id = ?
+		RETURNING route, source, event_id, event_type, idempotency_key, state, created_at`, int64(rec.Version), id).Scan(
+		&out.Route, &out.Source, &out.EventID, &out.EventType, &out.IdempotencyKey, &out.State, &out.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("delivery: %w", err)
+	}
+	out.UpdatedAt = now
+	data, err := json.Marshal(&out)
+	if err != nil {
+		return err
+	}
+	msgID := "state:" + out.IdempotencyKey + ":" + strconv.FormatUint(out.Version, 10)
+	if _, err := tx.Exec(`INSERT INTO records_out (msg_id, subject, data) VALUES (?, ?, ?)`,
+		msgID, StateRecordSubject, data); err != nil {
+		return fmt.Errorf("records outbox: %w", err)
+	}
+	return nil
+}
+
 // OutRecord is a record waiting in records_out to be published.
 type OutRecord struct {
 	ID      int64

@@ -18,6 +18,7 @@ import (
 const (
 	EventRecordSubject = "hookgate.records.event"
 	RoundRecordSubject = "hookgate.records.round"
+	StateRecordSubject = "hookgate.records.state"
 )
 
 // EventRecord is an accepted event as the records stream carries it: this
@@ -68,10 +69,36 @@ type RecordAttempt struct {
 	Response   []byte `json:"response,omitempty"`
 }
 
-// Record is one message of the records stream: an event or a round.
+// StateRecord is a delivery's state changed by an operator without a
+// round, as the records stream carries it (JSON): a retry's or replay's
+// reset to pending, or a reset put back by an operator's round that sent
+// nothing. Its counts are the cluster's entry as the change wrote it.
+type StateRecord struct {
+	Origin         string `json:"origin"`
+	Route          string `json:"route"`
+	Source         string `json:"source"`
+	EventID        string `json:"event_id"`
+	EventType      string `json:"event_type,omitempty"`
+	IdempotencyKey string `json:"idempotency_key"`
+	State          string `json:"state"`
+	Attempts       int    `json:"attempts"` // in the whole cluster
+	Rounds         int    `json:"rounds"`
+	LastStatus     int    `json:"last_status,omitempty"`
+	NextAttemptAt  int64  `json:"next_attempt_at,omitempty"` // unix ms
+	CreatedAt      int64  `json:"created_at"`
+	UpdatedAt      int64  `json:"updated_at"`
+	// Version is the revision the change wrote in the cluster's
+	// delivery-state bucket: a delivery's records apply in its order,
+	// rounds' and changes' alike.
+	Version uint64 `json:"version"`
+}
+
+// Record is one message of the records stream: an event, a round, or a
+// state changed without a round.
 type Record struct {
 	Event *EventRecord
 	Round *RoundRecord
+	State *StateRecord
 }
 
 // metaRecordsPosition is the meta key of the last stream sequence applied.
@@ -124,7 +151,10 @@ func (s *Store) SetRecordsStream(ctx context.Context, created string, reset bool
 // receipt time. A round is
 // applied only when its Version is newer than the row's; a delivery of an
 // event not known yet is kept under a negative event_seq until the event
-// arrives. Attempts are inserted by their cluster-wide numbers, once.
+// arrives. Attempts are inserted by their cluster-wide numbers, once. A
+// state record is applied as a round is, by its Version, changing the
+// state, attempts, rounds and next attempt (a delivery unknown here is
+// made from it).
 func (s *Store) ApplyRecords(ctx context.Context, recs []Record, through uint64) error {
 	err := s.writeOutboxSafe(ctx, func(tx *sql.Tx) error {
 		for _, r := range recs {
@@ -134,6 +164,8 @@ func (s *Store) ApplyRecords(ctx context.Context, recs []Record, through uint64)
 				err = applyEvent(tx, r.Event)
 			case r.Round != nil:
 				err = applyRound(tx, r.Round)
+			case r.State != nil:
+				err = applyState(tx, r.State)
 			}
 			if err != nil {
 				return err
@@ -266,42 +298,81 @@ func linkDeliveries(tx *sql.Tx, seq int64, source, id string) error {
 	return nil
 }
 
-func applyRound(tx *sql.Tx, r *RoundRecord) error {
-	seq, known, err := eventSeq(tx, r.Source, r.EventID)
+// replicaDelivery finds the row of a record's delivery: its id and
+// version, found false if there is none; seq is the event's here, or
+// (the event unknown here) the negative seq a new row is kept under until
+// its event arrives.
+func replicaDelivery(tx *sql.Tx, route, source, eventID string) (id, version, seq int64, found bool, err error) {
+	seq, known, err := eventSeq(tx, source, eventID)
 	if err != nil {
-		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+		return 0, 0, 0, false, err
 	}
 	if known {
 		// The event may have come here since a round was kept under -id.
-		if err := linkDeliveries(tx, seq, r.Source, r.EventID); err != nil {
-			return fmt.Errorf("round record %s %s/%s: link deliveries: %w", r.Route, r.Source, r.EventID, err)
+		if err := linkDeliveries(tx, seq, source, eventID); err != nil {
+			return 0, 0, 0, false, fmt.Errorf("link deliveries: %w", err)
 		}
-	}
-	var id, version int64
-	if known {
-		err = tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq = ? AND route = ?`, seq, r.Route).Scan(&id, &version)
+		err = tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq = ? AND route = ?`, seq, route).Scan(&id, &version)
 	} else {
 		err = tx.QueryRow(`SELECT id, version FROM deliveries WHERE event_seq < 0 AND route = ? AND source = ? AND event_id = ?`,
-			r.Route, r.Source, r.EventID).Scan(&id, &version)
+			route, source, eventID).Scan(&id, &version)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && known:
+		return 0, 0, seq, false, nil
+	case errors.Is(err, sql.ErrNoRows):
+		// Kept under -id (the id it is about to get) until its event arrives.
+		err = tx.QueryRow(`SELECT -(coalesce(max(id), 0) + 1) FROM deliveries`).Scan(&seq)
+		return 0, 0, seq, false, err
+	case err != nil:
+		return 0, 0, 0, false, err
+	}
+	return id, version, seq, true, nil
+}
+
+func applyState(tx *sql.Tx, r *StateRecord) error {
+	id, version, seq, found, err := replicaDelivery(tx, r.Route, r.Source, r.EventID)
+	if err != nil {
+		return fmt.Errorf("state record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
 	}
 	var next any
 	if r.NextAttemptAt != 0 {
 		next = r.NextAttemptAt
 	}
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if !known { // kept under -id (the id it is about to get) until its event arrives
-			if err := tx.QueryRow(`SELECT -(coalesce(max(id), 0) + 1) FROM deliveries`).Scan(&seq); err != nil {
-				return err
-			}
-		}
+	case !found:
+		_, err = tx.Exec(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
+				attempts, rounds, last_status, next_attempt_at, created_at, updated_at, version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			seq, r.Route, r.Source, r.EventID, r.EventType, r.IdempotencyKey, r.State, r.Attempts, r.Rounds,
+			r.LastStatus, next, r.CreatedAt, r.UpdatedAt, int64(r.Version))
+	case uint64(version) < r.Version:
+		_, err = tx.Exec(`UPDATE deliveries SET state = ?, attempts = max(attempts, ?), rounds = ?, next_attempt_at = ?,
+				updated_at = ?, version = ? WHERE id = ?`,
+			r.State, r.Attempts, r.Rounds, next, r.UpdatedAt, int64(r.Version), id)
+	}
+	if err != nil {
+		return fmt.Errorf("state record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	}
+	return nil
+}
+
+func applyRound(tx *sql.Tx, r *RoundRecord) error {
+	id, version, seq, found, err := replicaDelivery(tx, r.Route, r.Source, r.EventID)
+	if err != nil {
+		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
+	}
+	var next any
+	if r.NextAttemptAt != 0 {
+		next = r.NextAttemptAt
+	}
+	switch {
+	case !found:
 		err = tx.QueryRow(`INSERT INTO deliveries (event_seq, route, source, event_id, event_type, idempotency_key, state,
 				attempts, rounds, last_status, last_error, next_attempt_at, created_at, updated_at, version)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			seq, r.Route, r.Source, r.EventID, r.EventType, r.IdempotencyKey, r.State, r.Attempts, r.Rounds,
 			r.LastStatus, r.LastError, next, r.CreatedAt, r.UpdatedAt, int64(r.Version)).Scan(&id)
-	case err != nil:
-		return fmt.Errorf("round record %s %s/%s: %w", r.Route, r.Source, r.EventID, err)
 	case uint64(version) < r.Version:
 		_, err = tx.Exec(`UPDATE deliveries SET state = ?, attempts = ?, rounds = ?, last_status = ?, last_error = ?,
 				next_attempt_at = ?, created_at = min(created_at, ?), updated_at = ?, version = ? WHERE id = ?`,

@@ -25,7 +25,7 @@ func TestRequeueLeavesParkedReplicaAlone(t *testing.T) {
 	reset := func() {
 		t.Helper()
 		if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe",
-			EventID: "evt_1", EventType: "invoice.paid", IdempotencyKey: "hg_k"}); err != nil {
+			EventID: "evt_1", EventType: "invoice.paid", IdempotencyKey: "hg_k"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -226,7 +226,7 @@ func TestPruneSeesResetDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1"}); err != nil {
+	if _, err := s.ResetDelivery(ctx, &Delivery{EventSeq: ev.Seq, Route: "billing", Source: "stripe", EventID: "evt_1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	res, _, more, err := s.PruneEvents(ctx, time.Now().Add(-time.Hour), EventCursor{}, 10, nil)
