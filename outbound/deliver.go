@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"golang.org/x/net/http/httpguts"
@@ -94,7 +95,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	if st != nil && !st.unsent {
 		a := store.Attempt{StartedAt: st.start, Duration: time.Since(st.start)}
 		if err != nil {
-			a.Error = transportError(err)
+			a.Error = cutError(transportError(err))
 		} else {
 			a.Status = resp.StatusCode
 			// Read into pooled scratch; keep a copy of only what came (most
@@ -104,7 +105,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 			a.Response = append(make([]byte, 0, n), buf[:n]...) // non-nil, as before
 			responsePool.Put(buf)
 			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-				a.Error = "redirect not followed: " + redactURL(resp.Header.Get("Location"))
+				a.Error = cutError("redirect not followed: " + redactURL(resp.Header.Get("Location")))
 			}
 		}
 		st.attempts = append(st.attempts, a)
@@ -131,6 +132,25 @@ func transportError(err error) string {
 		return err.Error()
 	}
 	return ue.Op + " " + redactURL(ue.URL) + ": " + ue.Err.Error()
+}
+
+// maxErrorKept bounds the error text an attempt records, and so its
+// delivery's last_error and log lines: net/http quotes a malformed answer
+// whole (a status line up to the response header limit, escaped), and a
+// redirect's host is the downstream's.
+const maxErrorKept = 1 << 10
+
+// cutError is s cut to at most maxErrorKept bytes, on a rune boundary,
+// "…" marking the cut.
+func cutError(s string) string {
+	if len(s) <= maxErrorKept {
+		return s
+	}
+	cut := maxErrorKept - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // redactURL is a URL cut to its scheme and host ("scheme://host/…"), or a
@@ -213,7 +233,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 	if err != nil {
 		// No attempt can ever send it (e.g. an event stored with a control
 		// character in its type): one attempt records why.
-		a := store.Attempt{StartedAt: time.Now(), Error: "cannot build request: " + transportError(err)}
+		a := store.Attempt{StartedAt: time.Now(), Error: cutError("cannot build request: " + transportError(err))}
 		return roundResult{attempts: 1, last: a, unsendable: true, stopped: ctx.Err() != nil}, []store.Attempt{a}
 	}
 	resp, err := r.retry.Do(req)
@@ -226,7 +246,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 		res.last = st.attempts[n-1]
 	}
 	if err != nil {
-		res.err = transportError(err)
+		res.err = cutError(transportError(err))
 	}
 	return res, st.attempts
 }

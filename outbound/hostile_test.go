@@ -1,14 +1,18 @@
 package outbound_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stripe/stripe-go/v83/webhook"
 
@@ -110,6 +114,80 @@ func TestUnsendableEventDeadAtOnce(t *testing.T) {
 	for _, r := range ds.requests() {
 		if r.eventID != "evt_ok" {
 			t.Errorf("a request was sent for %s", r.eventID)
+		}
+	}
+}
+
+// rawDownstream answers each request with the bytes answer gives for its
+// path, as they are, then closes the connection.
+func rawDownstream(t *testing.T, answer func(path string) []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = c.Write(answer(req.URL.Path))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// What a downstream answers is bounded in what an attempt records: a
+// malformed status line of 256 KiB (quoted by net/http, 1 MiB of escapes)
+// or a redirect to a 200 KiB host name leave at most maxErrorKept bytes of
+// error text in the attempt, the delivery and the log line.
+func TestDownstreamErrorTextBounded(t *testing.T) {
+	const maxErrorKept = 1 << 10
+	url := rawDownstream(t, func(path string) []byte {
+		switch path {
+		case "/line":
+			return append(bytes.Repeat([]byte{0xff}, 256<<10), "\r\n\r\n"...)
+		case "/location":
+			return []byte("HTTP/1.1 302 Found\r\nLocation: http://" + strings.Repeat("a", 200<<10) +
+				".example/\r\nContent-Length: 0\r\n\r\n")
+		}
+		return []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	})
+	g := startGateway(t, baseConfig(t,
+		routeYAML("line", url+"/line", ", retries: 1, schedule: [1h]")+
+			routeYAML("location", url+"/location", ", retries: 1, schedule: [1h]")))
+	g.send(t, "evt_1", "invoice.paid")
+	for _, route := range []string{"line", "location"} {
+		var d *store.Delivery
+		waitFor(t, route+": a round recorded", func() (bool, string) {
+			d = g.delivery(t, route, "stripe", "evt_1")
+			if d == nil {
+				return false, "no delivery"
+			}
+			return d.Attempts == 2, fmt.Sprintf("%d attempts", d.Attempts)
+		})
+		if d.LastError == "" || len(d.LastError) > maxErrorKept || !utf8.ValidString(d.LastError) {
+			t.Errorf("%s: last_error of %d bytes (valid UTF-8 %v), want 1 to %d: %.200q…", route, len(d.LastError),
+				utf8.ValidString(d.LastError), maxErrorKept, d.LastError)
+		}
+		as, err := g.Store().Attempts(context.Background(), d.ID)
+		if err != nil || len(as) != 2 {
+			t.Fatalf("%s: attempts %d, %v", route, len(as), err)
+		}
+		for _, a := range as {
+			if a.Error == "" || len(a.Error) > maxErrorKept {
+				t.Errorf("%s: attempt %d's error of %d bytes, want 1 to %d: %.200q…", route, a.Attempt, len(a.Error),
+					maxErrorKept, a.Error)
+			}
 		}
 	}
 }
