@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -189,5 +190,67 @@ func TestDownstreamErrorTextBounded(t *testing.T) {
 					maxErrorKept, a.Error)
 			}
 		}
+	}
+}
+
+// A delivery's attempts grow with every round an operator or a task
+// client asks for, without bound; an answer shows the latest 100 (the
+// delivery's attempts field counts them all), not every one ever made.
+func TestAttemptListBounded(t *testing.T) {
+	const made, shown = 300, 100
+	ds := newDownstream(t, nil)
+	cfg, err := config.Parse([]byte(baseConfig(t, routeYAML("r", ds.URL, ""))), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: cfg.Store.Path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &store.Event{Source: "stripe", ID: "evt_many", Type: "invoice.paid", ContentType: "application/json",
+		Body: []byte(`{}`), ReceivedAt: time.Now()}
+	if _, err := st.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	as := make([]store.Attempt, made)
+	for i := range as {
+		as[i] = store.Attempt{StartedAt: time.Now(), Status: 500, Response: bytes.Repeat([]byte("x"), 2<<10)}
+	}
+	d := &store.Delivery{EventSeq: ev.Seq, Route: "r", Source: "stripe", EventID: ev.ID, IdempotencyKey: "k",
+		State: store.StateDead, Rounds: made, LastStatus: 500}
+	if err := st.RecordRound(ctx, d, as); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g := restart(t, cfg)
+
+	code, body := g.api(t, http.MethodGet, "/v1/deliveries/"+store.DeliveryUID("r", "stripe", "evt_many"), apiToken)
+	var got struct {
+		Attempts    int `json:"attempts"`
+		AttemptList []struct {
+			Attempt int `json:"attempt"`
+		} `json:"attempt_list"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
+		t.Fatalf("GET delivery: %d %v %.300s", code, err, body)
+	}
+	n := len(got.AttemptList)
+	if got.Attempts != made || n != shown || got.AttemptList[0].Attempt != made-shown+1 || got.AttemptList[n-1].Attempt != made {
+		first, last := 0, 0
+		if n > 0 {
+			first, last = got.AttemptList[0].Attempt, got.AttemptList[n-1].Attempt
+		}
+		t.Fatalf("attempts %d, attempt_list of %d (%d to %d); want %d, the latest %d (%d to %d)",
+			got.Attempts, n, first, last, made, shown, made-shown+1, made)
+	}
+	// The console's event page: the same attempts, numbered as they are.
+	code, body = g.api(t, http.MethodGet, "/console/f/event?source=stripe&id=evt_many", apiToken)
+	if code != 200 || strings.Count(body, "<li><time>") != shown || !strings.Contains(body, `<ol class="timeline" start="201">`) ||
+		!strings.Contains(body, "300 attempts (the latest 100 shown)") {
+		t.Fatalf("console event page: %d, %d attempts shown, want %d from 201, counted as 300:\n%.2000s", code,
+			strings.Count(body, "<li><time>"), shown, body)
 	}
 }

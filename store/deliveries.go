@@ -324,10 +324,15 @@ func deliveryWhere(f DeliveryFilter) (string, []any) {
 	return strings.Join(where, " AND "), args
 }
 
-// Attempts returns a delivery's attempts in order.
+// MaxAttemptsRead is the most attempts Attempts returns: a delivery's
+// attempts grow with every round an operator or a task client asks for.
+const MaxAttemptsRead = 100
+
+// Attempts returns a delivery's latest attempts, at most MaxAttemptsRead,
+// in order (the delivery's Attempts counts them all).
 func (s *Store) Attempts(ctx context.Context, deliveryID int64) ([]Attempt, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT attempt, started_at, duration_ms, status, error, response
-		FROM attempts WHERE delivery_id = ? ORDER BY attempt`, deliveryID)
+	rows, err := s.r.QueryContext(ctx, `SELECT * FROM (SELECT attempt, started_at, duration_ms, status, error, response
+		FROM attempts WHERE delivery_id = ? ORDER BY attempt DESC LIMIT ?) ORDER BY attempt`, deliveryID, MaxAttemptsRead)
 	if err != nil {
 		return nil, fmt.Errorf("%w: attempts: %w", ErrUnavailable, err)
 	}
