@@ -187,6 +187,11 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	case len(key) > MaxKeyLen || !printable(key):
 		return h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
 			fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", MaxKeyLen))
+	case len(c.Request().Header.PeekAll("Idempotency-Key")) > 1:
+		// Its lines would be one list, not the one key (an intermediary
+		// may take another line than this handler).
+		return h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+			"Idempotency-Key must be given once")
 	}
 	key = strings.Clone(key)
 	if len(c.Body()) > h.maxBody {

@@ -663,3 +663,32 @@ func TestTaskOwnIdempotencyKeyRefused(t *testing.T) {
 		t.Fatalf("a 255-character key: %d %s, want 202", a.status, a.raw)
 	}
 }
+
+// An Idempotency-Key given twice (two header lines) names no one key: a
+// structured field's lines are one list, not the Item the key must be;
+// hookgate would take the first line, an intermediary perhaps the last.
+// It is refused, and neither key is taken.
+func TestIdempotencyKeyTwiceRefused(t *testing.T) {
+	h := start(t, "")
+	body := `{"url":"http://public.test/hook"}`
+	for _, keys := range [][]string{{"kA", "kB"}, {"kA", "kA"}} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+h.Addr()+"/v1/tasks", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header["Idempotency-Key"] = keys
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(raw), `"invalid_idempotency_key"`) {
+			t.Errorf("Idempotency-Key %q: %d %s, want 400 invalid_idempotency_key", keys, resp.StatusCode, raw)
+		}
+	}
+	for _, k := range []string{"kA", "kB"} {
+		if a := h.submit(t, k, body); a.status != 202 || a.replayed {
+			t.Errorf("key %s after the refusals: %d replayed=%v %s, want a new task", k, a.status, a.replayed, a.raw)
+		}
+	}
+}
