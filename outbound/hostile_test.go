@@ -254,3 +254,25 @@ func TestAttemptListBounded(t *testing.T) {
 			strings.Count(body, "<li><time>"), shown, body)
 	}
 }
+
+// A downstream's response headers are read up to 1 MiB, as a task's are:
+// past it the attempt fails (net/http would read 10 MiB, and quote a
+// malformed line of it four times over in its error).
+func TestDownstreamHeadersBounded(t *testing.T) {
+	url := rawDownstream(t, func(string) []byte {
+		return []byte("HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\nContent-Length: 0\r\n\r\n")
+	})
+	g := startGateway(t, baseConfig(t, routeYAML("r", url, ", retries: 0, schedule: [1h]")))
+	g.send(t, "evt_1", "invoice.paid")
+	var d *store.Delivery
+	waitFor(t, "a round recorded", func() (bool, string) {
+		d = g.delivery(t, "r", "stripe", "evt_1")
+		if d == nil {
+			return false, "no delivery"
+		}
+		return d.Attempts > 0, fmt.Sprintf("%+v", *d)
+	})
+	if d.State == store.StateSucceeded || !strings.Contains(d.LastError, "exceeded 1048576 bytes") {
+		t.Fatalf("a 2 MiB response header: %s, %q; want failed, headers exceeded 1048576 bytes", d.State, d.LastError)
+	}
+}

@@ -195,6 +195,9 @@ func defaultTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// A downstream's headers, as a task's (egress.Policy.Transport):
+		// net/http would read 10 MiB.
+		MaxResponseHeaderBytes: 1 << 20,
 	}
 }
 
