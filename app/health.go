@@ -41,11 +41,18 @@ func (a *App) registerOps(r fiber.Router) {
 		}
 		return writeChecks(c, checks, nil, "ready", "not_ready")
 	})
-	r.Get("/readyz/delivery", func(c *fiber.Ctx) error {
-		ctx, cancel := context.WithTimeout(c.UserContext(), readyTimeout)
+	// Requests at once share a run of the checks (a few JetStream API
+	// requests each, on the connection that publishes): the endpoint takes
+	// no token.
+	delivery := &coalesced[deliveryAnswer]{run: func() deliveryAnswer {
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		defer cancel()
 		checks, routes := a.deliveryChecks(ctx)
-		return writeChecks(c, checks, routes, "delivering", "not_delivering")
+		return deliveryAnswer{checks, routes}
+	}}
+	r.Get("/readyz/delivery", func(c *fiber.Ctx) error {
+		ans := delivery.get()
+		return writeChecks(c, ans.checks, ans.routes, "delivering", "not_delivering")
 	})
 	r.Get("/metrics", a.metricsHandler())
 	b := a.broker
@@ -81,6 +88,12 @@ func result(name string, err error) check {
 		ch.Reason = err.Error()
 	}
 	return ch
+}
+
+// deliveryAnswer is a run of /readyz/delivery's checks.
+type deliveryAnswer struct {
+	checks []check
+	routes []routeState
 }
 
 // routeState is a route's delivery state in a /readyz/delivery answer

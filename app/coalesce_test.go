@@ -1,0 +1,50 @@
+package app
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Callers that come while a run is in flight share the one run after it:
+// 50 callers at once make two runs, and each gets a result of a run that
+// started after it came.
+func TestCoalescedRuns(t *testing.T) {
+	var runs atomic.Int64
+	release := make(chan struct{})
+	c := &coalesced[int64]{run: func() int64 {
+		n := runs.Add(1)
+		if n == 1 {
+			<-release
+		}
+		return n
+	}}
+	first := make(chan int64)
+	go func() { first <- c.get() }()
+	waitFor(t, "the first run in flight", func() (bool, string) { return runs.Load() == 1, fmt.Sprint(runs.Load()) })
+	const n = 50
+	got := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { got[i] = c.get() })
+	}
+	waitFor(t, "every caller waiting", func() (bool, string) { return c.waiting() == n, fmt.Sprint(c.waiting()) })
+	close(release)
+	wg.Wait()
+	if v := <-first; v != 1 {
+		t.Errorf("first caller got run %d, want 1", v)
+	}
+	for i, v := range got {
+		if v != 2 {
+			t.Fatalf("caller %d got run %d, want 2 (the run after the one in flight when it came)", i, v)
+		}
+	}
+	if r := runs.Load(); r != 2 {
+		t.Fatalf("%d runs for %d callers, want 2", r, n+1)
+	}
+	// Alone, a caller starts its own run.
+	if v := c.get(); v != 3 {
+		t.Fatalf("a caller alone got run %d, want 3", v)
+	}
+}
