@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +78,8 @@ type Config struct {
 	// Now is the clock of batching and of the notices' timestamps (a
 	// signature's is always time.Now). Default time.Now.
 	Now func() time.Time
-	// Transport sends the notices. Default http.DefaultTransport's clone.
+	// Transport sends the notices. Default http.DefaultTransport's clone,
+	// without a proxy and reading at most 1 MiB of response headers.
 	Transport http.RoundTripper
 	// Registerer, if set, gets the alert metrics.
 	Registerer prometheus.Registerer
@@ -182,6 +184,7 @@ func New(cfg Config, log *slog.Logger) (*Alerter, error) {
 	if cfg.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil
+		t.MaxResponseHeaderBytes = 1 << 20 // net/http's default is 10 MiB
 		cfg.Transport = t
 	}
 	a := &Alerter{cfg: cfg, key: key, log: log, queue: make(chan Notice, cfg.QueueSize),
@@ -335,13 +338,25 @@ func (a *Alerter) send(ctx context.Context, n Notice) {
 }
 
 // withoutURL is err without the URL a *url.Error carries (it may hold a
-// token, as Slack's webhook URLs do).
+// token, as Slack's webhook URLs do), at most maxErrorLogged bytes.
 func withoutURL(err error) string {
+	s := err.Error()
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		return ue.Op + ": " + ue.Err.Error()
+		s = ue.Op + ": " + ue.Err.Error()
 	}
-	return err.Error()
+	if len(s) <= maxErrorLogged {
+		return s
+	}
+	cut := maxErrorLogged - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
+
+// maxErrorLogged bounds a failed notice's error text in the log: net/http
+// quotes an endpoint's malformed answer whole.
+const maxErrorLogged = 1 << 10
 
 func newID() string {
 	var b [16]byte

@@ -1,10 +1,14 @@
 package alert_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/hookgate/hookgate/alert"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -384,4 +389,57 @@ func droppedUndelivered(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	t.Fatal("no hookgate_alerts_dropped_total{reason=undelivered}")
 	return 0
+}
+
+// An endpoint's malformed answer is logged cut short: net/http quotes a
+// status line it cannot parse whole (escaped, four bytes per byte of
+// 0xff), and the log line held it all.
+func TestMalformedAnswerLoggedShort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					_, _ = c.Write(append(bytes.Repeat([]byte{0xff}, 256<<10), "\r\n\r\n"...))
+				}
+			}()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	a, err := alert.New(alert.Config{URL: "http://" + ln.Addr().String() + "/hook", Secret: secret, Retries: 0,
+		Registerer: reg, Every: time.Hour}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Stop(context.Background()) }()
+	a.BreakerClosed("billing", true)
+	gatewaytest.WaitFor(t, "the notice dropped", 20*time.Second, func() (bool, string) {
+		n := droppedUndelivered(t, reg)
+		return n == 1, fmt.Sprint(n)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "alert notice not delivered") && len(line) > 2<<10 {
+			t.Fatalf("a log line of %d bytes: %.300s…", len(line), line)
+		}
+	}
+	if !strings.Contains(logs.String(), "malformed HTTP response") {
+		t.Fatalf("log = %.1000s", logs.String())
+	}
 }
