@@ -692,3 +692,43 @@ func TestIdempotencyKeyTwiceRefused(t *testing.T) {
 		}
 	}
 }
+
+// A task is stored as JSON that escapes <, > and & six bytes each: a
+// request within tasks.max_body whose header is made of them took 6 times
+// its size, past the broker's max payload (here an external server's 1
+// MiB), and the task, answered 202, was parked and never delivered. It is
+// refused at the door instead, and nothing is stored.
+func TestTaskStoredLargerThanItsLimitRefused(t *testing.T) {
+	ns := gatewaytest.RunNATS(t, gatewaytest.FreePort(t), t.TempDir())
+	h := start(t, fmt.Sprintf("nats: {url: %q}\n", ns.ClientURL()))
+	hdr := strings.Repeat("<", 600<<10)
+	a := h.submit(t, "big", `{"url":"http://public.test/hook","headers":{"X-A":"`+hdr+`"}}`)
+	if a.status == 413 && a.code() == "body_too_large" {
+		if p := h.do(t, http.MethodGet, "/v1/outbox/parked", operatorToken, "", ""); strings.Contains(p.raw, "task_") {
+			t.Fatalf("refused, but parked: %s", p.raw)
+		}
+		// A task within the limit, with an escaped header, still goes, and
+		// so does one of tasks.max_body with a JSON body.
+		if a := h.submit(t, "small", `{"url":"http://public.test/hook","headers":{"X-A":"<&>"}}`); a.status != 202 {
+			t.Fatalf("a small task: %d %s", a.status, a.raw)
+		}
+		envelope := `{"url":"http://public.test/hook","body":""}`
+		full := `{"url":"http://public.test/hook","body":"` + strings.Repeat("a", h.cfg.Tasks.MaxBody-len(envelope)) + `"}`
+		if a := h.submit(t, "full", full); a.status != 202 || len(full) != h.cfg.Tasks.MaxBody {
+			t.Fatalf("a task of %d bytes, tasks.max_body %d: %d %.300s", len(full), h.cfg.Tasks.MaxBody, a.status, a.raw)
+		}
+		return
+	}
+	parked := "not parked within 10 s"
+	if a.status == 202 {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if p := h.do(t, http.MethodGet, "/v1/outbox/parked", operatorToken, "", ""); strings.Contains(p.raw, "task_") {
+				parked = "parked: " + p.raw[:min(len(p.raw), 300)]
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Fatalf("a task of %d bytes of '<' in a header: %d %.200s (%s); want 413 body_too_large", len(hdr), a.status, a.raw, parked)
+}
