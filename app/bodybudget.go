@@ -84,7 +84,7 @@ func (b *bodyBudget) handle(c *fiber.Ctx) error {
 		req.SetBodyRaw(body)
 	}
 	if coded {
-		need := b.limit + decoderRoom(string(req.Header.Peek(fiber.HeaderContentEncoding)), req.Body())
+		need := b.limit + decoderRoom(contentEncoding(req), req.Body())
 		if need > b.memory {
 			return refuseUnread(c, b.log, httperror.New(http.StatusUnsupportedMediaType, "unsupported_content_encoding",
 				"the body's decoder needs "+strconv.Itoa(need)+" bytes, more than http.body_memory; use a smaller brotli window"))

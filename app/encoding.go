@@ -13,6 +13,7 @@ import (
 
 	"github.com/andybalholm/brotli"
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/hookgate/hookgate/httperror"
 )
@@ -30,11 +31,11 @@ const maxCodings = 2
 func decodeContent(limit int, log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		req := c.Request()
-		enc := req.Header.Peek(fiber.HeaderContentEncoding)
+		enc := contentEncoding(req)
 		if len(enc) == 0 {
 			return c.Next()
 		}
-		body, e := decodeBody(string(enc), req.Body(), limit)
+		body, e := decodeBody(enc, req.Body(), limit)
 		if e != nil {
 			log.Warn("request refused", "method", c.Method(), "path", c.Path(), "remote", c.IP(),
 				"status", e.Status, "code", e.Code)
@@ -48,8 +49,18 @@ func decodeContent(limit int, log *slog.Logger) fiber.Handler {
 
 // contentCoded reports whether a request's body carries a content coding.
 func contentCoded(c *fiber.Ctx) bool {
-	enc := bytes.TrimSpace(c.Request().Header.Peek(fiber.HeaderContentEncoding))
-	return len(enc) > 0 && !bytes.EqualFold(enc, []byte("identity"))
+	enc := strings.TrimSpace(contentEncoding(c.Request()))
+	return len(enc) > 0 && !strings.EqualFold(enc, "identity")
+}
+
+// contentEncoding is the request's Content-Encoding, its lines joined as
+// one list (RFC 9110 §5.3): "gzip" then "br" on two lines is "gzip, br".
+func contentEncoding(req *fasthttp.Request) string {
+	lines := req.Header.PeekAll(fiber.HeaderContentEncoding)
+	if len(lines) == 1 {
+		return string(lines[0])
+	}
+	return string(bytes.Join(lines, []byte(", ")))
 }
 
 var errTooLarge = errors.New("decoded body too large")

@@ -526,3 +526,47 @@ func bodyBytesHeld(a *App) (float64, string) {
 	}
 	return n, held
 }
+
+// Content-Encoding given on several lines is one list (RFC 9110 §5.3), as
+// if on one line: the body decoded by the first line alone would be
+// another body than a proxy in front that reads them all decoded.
+func TestContentEncodingLinesAreOneList(t *testing.T) {
+	a := startApp(t, testConfig(t, ""))
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	zl := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := zlib.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	send := func(lines []string, body []byte, sig string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
+		req.Header["Content-Encoding"] = lines
+		req.Header.Set("Stripe-Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	b, sig := signedStripe("evt_lines")
+	if status, body := send([]string{"deflate", "gzip"}, gz(zl([]byte(b))), sig); status != 200 || !strings.Contains(body, `"accepted"`) {
+		t.Errorf("deflate, then gzip on its own line: %d %s, want 200 accepted", status, body)
+	}
+	b, sig = signedStripe("evt_identity_first")
+	if status, body := send([]string{"identity", "gzip"}, gz([]byte(b)), sig); status != 200 || !strings.Contains(body, `"accepted"`) {
+		t.Errorf("identity, then gzip on its own line: %d %s, want 200 accepted", status, body)
+	}
+	if status, body := send([]string{"gzip", "gzip", "gzip"}, []byte("x"), sig); status != 415 || errorCode(body) != "unsupported_content_encoding" {
+		t.Errorf("gzip on three lines: %d %s, want 415 unsupported_content_encoding", status, body)
+	}
+}
