@@ -179,32 +179,43 @@ func (h *Handler) fail(outcome string, status int, code, msg string) error {
 	return httperror.New(status, code, msg)
 }
 
-func (h *Handler) create(c *fiber.Ctx) error {
-	key := c.Get("Idempotency-Key")
+// admit reads and checks what create needs before the key is claimed:
+// the Idempotency-Key, and the request within its limits. A refusal takes
+// no key.
+func (h *Handler) admit(c *fiber.Ctx) (key string, tr *store.TaskRequest, err error) {
+	key = c.Get("Idempotency-Key")
 	switch {
 	case key == "":
-		return h.fail("invalid", http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return "", nil, h.fail("invalid", http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
 	case len(key) > MaxKeyLen || !printable(key):
-		return h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+		return "", nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
 			fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", MaxKeyLen))
 	case len(c.Request().Header.PeekAll("Idempotency-Key")) > 1:
 		// Its lines would be one list, not the one key (an intermediary
 		// may take another line than this handler).
-		return h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+		return "", nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
 			"Idempotency-Key must be given once")
 	}
 	key = strings.Clone(key)
 	if len(c.Body()) > h.maxBody {
-		return h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large",
+		return "", nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("body is larger than %d bytes", h.maxBody))
 	}
-	tr, err := parse(c.Body())
-	if err != nil {
-		return h.fail("invalid", err.Status, err.Code, err.Message)
+	tr, perr := parse(c.Body())
+	if perr != nil {
+		return "", nil, h.fail("invalid", perr.Status, perr.Code, perr.Message)
 	}
 	if limit := h.maxBody + h.maxBody/3 + storedSlack; storedSize(tr) > limit {
-		return h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf(
+		return "", nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf(
 			"the task as stored is larger than %d bytes: its body is stored base64-encoded, its URL and header values JSON-escaped (<, > and & take 6 bytes each)", limit))
+	}
+	return key, tr, nil
+}
+
+func (h *Handler) create(c *fiber.Ctx) error {
+	key, tr, err := h.admit(c)
+	if err != nil {
+		return err
 	}
 	caller, ok := admin.CallerOf(c)
 	if !ok {
