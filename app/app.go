@@ -301,7 +301,11 @@ func (a *App) startHTTP(ctx context.Context) error {
 	})
 	srv.Logger = httperror.Logger{Log: httpLog}
 	srv.SecureErrorLogMessage = true
-	srv.Handler = knownMethods(srv.Handler)
+	panics := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_http_panics_total", Help: "Requests whose handler panicked, answered 500 (logged with the stack).",
+	})
+	a.Registry.MustRegister(panics)
+	srv.Handler = recoverPanics(knownMethods(srv.Handler), httpLog, panics)
 	a.http.Use(framing(httpLog))
 	budget := newBodyBudget(hc.BodyMemory, limit, httpLog)
 	srv.HeaderReceived = budget.headerReceived
