@@ -185,13 +185,13 @@ func TestCheckURL(t *testing.T) {
 		{"http://0/", denied, ""},
 		{"http://%31%32%37.0.0.1/", bad, ""}, // Go refuses escapes in hosts
 		// Names.
-		{"http://private.test/", denied, "destination not allowed: 10.1.2.3 (private.test) is private"},
+		{"http://private.test/", denied, "destination not allowed: private.test resolves to an address that is private"},
 		{"http://mixed.test/", denied, ""},
 		{"http://mixed6.test/", denied, ""},
 		{"http://metadata.test/", denied, ""},
 		{"http://v6local.test/", denied, ""},
-		{"http://mapped.test/", denied, ""},
-		{"http://nat64.test/", denied, ""},
+		{"http://mapped.test/", denied, "destination not allowed: mapped.test resolves to an address that is loopback"},
+		{"http://nat64.test/", denied, "destination not allowed: nat64.test resolves to an address that is cloud metadata"},
 		{"http://zoned.test/", denied, ""},
 		{"http://localhost/", denied, "destination not allowed: localhost is a loopback name"},
 		{"http://LOCALHOST.:8080/", denied, ""},

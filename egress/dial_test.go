@@ -76,7 +76,7 @@ func TestDNSRebinding(t *testing.T) {
 	if !errors.Is(err, ErrNotAllowed) {
 		t.Fatalf("DialContext = %v; want ErrNotAllowed", err)
 	}
-	if got, want := err.Error(), "destination not allowed: 127.0.0.1 (rebind.test) is loopback"; got != want {
+	if got, want := err.Error(), "destination not allowed: rebind.test resolves to an address that is loopback"; got != want {
 		t.Errorf("DialContext error %q; want %q", got, want)
 	}
 

@@ -254,12 +254,19 @@ func (p *Policy) addrAllowed(a netip.Addr) bool {
 	return false
 }
 
-// notAllowed builds the ErrNotAllowed error for address a of host.
+// notAllowed builds the ErrNotAllowed error for address a of host. For a
+// host name it names the class of the address, not the address: the text
+// reaches the task client (the 422, its attempts), who must not learn what
+// internal names resolve to.
 func notAllowed(host string, a netip.Addr, class string) error {
 	if host == "" || host == a.String() {
 		return fmt.Errorf("%w: %s is %s", ErrNotAllowed, a, class)
 	}
-	return fmt.Errorf("%w: %s (%s) is %s", ErrNotAllowed, a, host, class)
+	if strings.HasPrefix(class, "a ") { // "a loopback name"
+		return fmt.Errorf("%w: %s is %s", ErrNotAllowed, host, class)
+	}
+	class, _, _ = strings.Cut(class, " (") // "private (IPv4-mapped 10.1.2.3)"
+	return fmt.Errorf("%w: %s resolves to an address that is %s", ErrNotAllowed, host, class)
 }
 
 // normalizeHost lower-cases a host name and removes one trailing dot.
