@@ -95,9 +95,12 @@ type claim struct {
 	rec      record
 	recorded bool // the round's outcome was written, ending the lease
 	unreset  bool // Unreset put back the state a reset wrote over
-	// unsent is the round whose outcome Record could not write: Release
-	// writes it, and then (with Replica) records it with its record.
-	unsent *unsentRound
+	// outcome: Record could not write the round's outcome (rec): Release
+	// writes it. unsent is that round, which (with Replica) is then
+	// recorded with its record.
+	outcome bool
+	unsent  *unsentRound
+	until   time.Time // the lease's end
 }
 
 // unsentRound is a round recorded locally only, waiting for its outcome's
@@ -464,30 +467,78 @@ func (s *DeliveryState) Claim(ctx context.Context, k outbound.DeliveryKey) bool 
 
 // Release ends a claim: the lease is cleared by compare-and-set, unless
 // the round's outcome already cleared it; an outcome Record could not
-// write is written with it. A release that cannot be written leaves the
-// lease to end by itself.
+// write is written with it, and, while the bucket does not answer, tried
+// again in the background until the lease ends (the claim held
+// meanwhile: no round of it runs here, and it reads as its outcome). A
+// release without an outcome that cannot be written leaves the lease to
+// end by itself.
 func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 	key := DeliveryKey(k.Route, k.Source, k.EventID)
 	s.mu.Lock()
 	c := s.held[key]
-	delete(s.held, key)
 	var rev uint64
 	var next record
 	var unsent *unsentRound
-	var unreset bool
+	var unreset, outcome bool
+	var until time.Time
 	if c != nil && !c.recorded {
-		rev, next, unsent, unreset = c.rev, c.rec, c.unsent, c.unreset
+		rev, next, unsent, unreset, outcome, until = c.rev, c.rec, c.unsent, c.unreset, c.outcome, c.until
+	}
+	if !outcome {
+		delete(s.held, key)
 	}
 	s.mu.Unlock()
 	if rev == 0 {
 		return
 	}
 	next.Owner, next.Lease = "", 0
-	rev, err := s.release(key, next, rev, unsent != nil)
+	nrev, err := s.release(key, next, rev, outcome)
+	if releaseAgain(err, outcome, s.now(), until) {
+		s.log.Warn("cannot write a delivery round's outcome yet; trying again while its lease holds", "route", k.Route,
+			"source", k.Source, "event_id", k.EventID, "err", err)
+		go s.releaseLater(k, key, next, rev, unsent, until)
+		return
+	}
 	if err == nil && unreset && s.cfg.Replica != nil {
 		// The state put back is the cluster's now: its record goes to the
 		// other gateways, which applied the reset's.
-		s.recordState(context.Background(), k, next, rev)
+		s.recordState(context.Background(), k, next, nrev)
+	}
+	s.released(k, key, outcome, nrev, err, unsent)
+}
+
+// releaseAgain decides whether a release that failed with err is tried
+// again: only one that writes a round's outcome (an outcome lost would
+// have the delivery run again), while the round's lease holds (past it,
+// another gateway may run the round), and not when the entry was written
+// by another (fenced: the outcome is not the cluster's).
+func releaseAgain(err error, outcome bool, now, until time.Time) bool {
+	return err != nil && outcome && now.Before(until) && !errors.Is(err, ErrFenced)
+}
+
+// releaseLater tries the release of an outcome again, with backoff, until
+// it is written or releaseAgain says no more.
+func (s *DeliveryState) releaseLater(k outbound.DeliveryKey, key string, next record, rev uint64, unsent *unsentRound, until time.Time) {
+	wait := claimPoll
+	for {
+		time.Sleep(wait)
+		wait = min(2*wait, 4*time.Second)
+		nrev, err := s.release(key, next, rev, true)
+		if !releaseAgain(err, true, s.now(), until) {
+			s.released(k, key, true, nrev, err, unsent)
+			return
+		}
+	}
+}
+
+// released ends a release written at revision rev (err nil) or given up:
+// a held outcome's claim is let go, and an unsent round, now the
+// cluster's, is recorded with its record for the other gateways.
+func (s *DeliveryState) released(k outbound.DeliveryKey, key string, outcome bool, rev uint64, err error, unsent *unsentRound) {
+	if outcome {
+		s.mu.Lock()
+		delete(s.held, key)
+		s.mu.Unlock()
 	}
 	if err == nil && unsent != nil {
 		// The outcome is the cluster's now: its record goes to the other
@@ -500,7 +551,11 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 			s.cfg.OnRecorded()
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil && outcome:
+		s.log.Warn("cannot write a delivery round's outcome by its lease's end; the delivery may be sent again", "route", k.Route,
+			"source", k.Source, "event_id", k.EventID, "err", err)
+	case err != nil:
 		s.log.Warn("cannot release a delivery lease; it ends by itself", "route", k.Route,
 			"source", k.Source, "event_id", k.EventID, "err", err)
 	}
@@ -801,7 +856,7 @@ func (s *DeliveryState) Record(ctx context.Context, d *store.Delivery, attempts 
 	case errors.Is(kerr, ErrFenced):
 		c.recorded = true // the lease is another's: nothing to release
 	default:
-		c.rec, c.unsent = next, unsent // Release writes the outcome, if the bucket answers by then
+		c.rec, c.unsent, c.outcome, c.until = next, unsent, true, time.UnixMilli(claimed.Lease) // Release writes the outcome
 	}
 	s.mu.Unlock()
 	if kerr != nil {

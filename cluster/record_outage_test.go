@@ -51,3 +51,43 @@ func TestOutcomeWrittenOnRelease(t *testing.T) {
 		return err == nil && st.State == store.StateSucceeded, fmt.Sprintf("%+v, %v", st, err)
 	})
 }
+
+// A round whose outcome can be written neither by Record nor at its
+// release (the bucket has no quorum through both) writes it once the
+// bucket answers again, while its lease holds: the succeeded delivery
+// reads as succeeded to every gateway, and no other gateway claims a
+// round of it after the lease.
+func TestOutcomeWrittenAfterFailedRelease(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	cfg := cluster.DeliveryStateConfig{Replicas: 3, Wait: time.Second, LeaseMargin: 20 * time.Second,
+		Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}
+	a, sta := gatewayState(t, nc.URL, "gw-a", cfg)
+	b, stb := gatewayState(t, nc.URL, "gw-b", cfg)
+	ka, kb := adopt(t, sta, "r", "s", "e1"), adopt(t, stb, "r", "s", "e1")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the bucket is made at first use
+	defer cancel()
+	if !a.Claim(cctx, ka) {
+		t.Fatal("no claim within 30s")
+	}
+	nc.Stop(1) // no quorum: neither the outcome nor the release can be written
+	nc.Stop(2)
+	if err := a.Record(ctx, delivery(ka, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+		t.Fatal("an outcome written without a quorum")
+	}
+	a.Release(ka)
+	nc.Start(t, 1)
+	nc.Start(t, 2)
+	nc.WaitLeader(t)
+	gatewaytest.WaitFor(t, "b reads the delivery as succeeded", 30*time.Second, func() (bool, string) {
+		st, err := b.Status(ctx, "r", kb.Seq, "s", "e1")
+		return err == nil && st.State == store.StateSucceeded, fmt.Sprintf("%+v, %v", st, err)
+	})
+	if a.TryClaim(ctx, ka) {
+		st, err := a.Status(ctx, "r", ka.Seq, "s", "e1")
+		a.Release(ka)
+		if err != nil || st.State != store.StateSucceeded {
+			t.Fatalf("a's next claim reads %+v, %v; want succeeded", st, err)
+		}
+	}
+}
