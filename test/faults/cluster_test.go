@@ -119,14 +119,15 @@ func TestCluster(t *testing.T) {
 // downstream, provider and forger, the provider and forger sending through
 // a load balancer.
 type clusterScenario struct {
-	s     *scenario
-	nc    *gatewaytest.NATSCluster
-	lb    *httptest.Server
-	cfgs  []gwConfig
-	gws   []*gatewaytest.Process // nil while stopped
-	runs  []int
-	front *front
-	began time.Time
+	s       *scenario
+	natsURL string                  // the NATS cluster's client URLs, comma-joined
+	leader  func(stream string) int // the index of the node leading stream, -1 if none
+	lb      *httptest.Server
+	cfgs    []gwConfig
+	gws     []*gatewaytest.Process // nil while stopped
+	runs    []int
+	front   *front
+	began   time.Time
 }
 
 // front is before the recording downstream: it counts each gateway's
@@ -184,10 +185,26 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func newClusterScenario(t *testing.T, nc *gatewaytest.NATSCluster, n int) *clusterScenario {
 	t.Helper()
+	leader := func(stream string) int {
+		for i, srv := range nc.Servers {
+			if srv != nil && srv.JetStreamIsStreamLeader("$G", stream) {
+				return i
+			}
+		}
+		return -1
+	}
+	return newClusterScenarioOn(t, nc.URL, nil, leader, n)
+}
+
+// newClusterScenarioOn is newClusterScenario on the NATS cluster at
+// natsURL; gateway i connects to gwNATS[i] instead where set (e.g.
+// through proxies that can cut it off).
+func newClusterScenarioOn(t *testing.T, natsURL string, gwNATS []string, leader func(string) int, n int) *clusterScenario {
+	t.Helper()
 	seed := scenarioSeed(t)
 	s := &scenario{t: t, seed: seed, rng: newRNG(seed, 1), dir: t.TempDir(),
 		events: map[string]*event{}, evRNG: newRNG(seed, 2)}
-	cs := &clusterScenario{s: s, nc: nc, gws: make([]*gatewaytest.Process, n), runs: make([]int, n),
+	cs := &clusterScenario{s: s, natsURL: natsURL, leader: leader, gws: make([]*gatewaytest.Process, n), runs: make([]int, n),
 		began: time.Now()}
 	t.Cleanup(cs.dumpLogsOnFailure) // runs last
 	s.ds = newDownstream(t, newRNG(seed, 3))
@@ -196,10 +213,14 @@ func newClusterScenario(t *testing.T, nc *gatewaytest.NATSCluster, n int) *clust
 	t.Cleanup(fs.Close)
 	var backends []*url.URL
 	for i := range n {
+		gwURL := natsURL
+		if i < len(gwNATS) && gwNATS[i] != "" {
+			gwURL = gwNATS[i]
+		}
 		c := gwConfig{
 			Listen:          fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			DataDir:         filepath.Join(s.dir, fmt.Sprintf("data%d", i)),
-			NATSURL:         nc.URL,
+			NATSURL:         gwURL,
 			Downstream:      fs.URL,
 			RouteTimeout:    2 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
@@ -217,7 +238,8 @@ func newClusterScenario(t *testing.T, nc *gatewaytest.NATSCluster, n int) *clust
 		cs.cfgs = append(cs.cfgs, c)
 		backends = append(backends, &url.URL{Scheme: "http", Host: c.Listen})
 	}
-	s.cfg = cs.cfgs[0] // checkStream reads the stream through its nats.url
+	s.cfg = cs.cfgs[0]
+	s.cfg.NATSURL = natsURL // checkStream reads the stream there
 	lbRNG := newRNG(seed, 11)
 	cs.lb = httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -285,14 +307,7 @@ func (cs *clusterScenario) streamLeader() int { return cs.leaderOf(streamName) }
 
 // leaderOf is the index of the NATS node leading stream, -1 if none does
 // now.
-func (cs *clusterScenario) leaderOf(stream string) int {
-	for i, srv := range cs.nc.Servers {
-		if srv != nil && srv.JetStreamIsStreamLeader("$G", stream) {
-			return i
-		}
-	}
-	return -1
-}
+func (cs *clusterScenario) leaderOf(stream string) int { return cs.leader(stream) }
 
 // waitStreamLeader waits until the gateways made the events stream and a
 // node leads it.
@@ -371,7 +386,7 @@ func (cs *clusterScenario) verify(victim int, killedAt time.Time) {
 	f.mu.Unlock()
 
 	s.checkStream(false)
-	if st, err := readStream(cs.nc.URL); err == nil {
+	if st, err := readStream(cs.natsURL); err == nil {
 		t.Logf("the stream stored %d messages for %d acknowledged events", st.lastSeq, a.acked)
 	}
 	t.Logf("%s: audited", time.Since(cs.began).Round(time.Millisecond))

@@ -48,10 +48,11 @@ const (
 // is recognised wherever it shows up.
 var forgedMarker = []byte(`"forged":true`)
 
-// TestMain removes the gateway binary the scenarios share once they ran.
+// TestMain removes the binaries the scenarios share once they ran.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	gatewaytest.RemoveBinary()
+	removeNATSBinary()
 	os.Exit(code)
 }
 
