@@ -4,17 +4,26 @@ import (
 	"context"
 	"fmt"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookgate/hookgate/admin"
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/console"
 )
 
 // mountConsole serves the web console at /console/ (its data to operators'
 // tokens only).
-func (a *App) mountConsole(_ context.Context, api *admin.Handler) error {
+func (a *App) mountConsole(ctx context.Context, api *admin.Handler) error {
 	a.consoleRegisterer() // creates consoleReg when no metrics were registered yet
-	a.consoleStats = console.NewStats(a.consoleReg, 0)
+	shared, err := a.statsBucket(ctx)
+	if err != nil {
+		return err
+	}
+	a.consoleStats = console.NewStats(a.consoleReg, console.StatsConfig{
+		Shared: shared,
+		Log:    a.log.With("component", "console"),
+	})
 	sources := make([]string, len(a.cfg.Sources))
 	for i, s := range a.cfg.Sources {
 		sources[i] = s.Name
@@ -34,6 +43,36 @@ func (a *App) mountConsole(_ context.Context, api *admin.Handler) error {
 	}
 	c.Register(a.http)
 	return nil
+}
+
+// statsBucket is where the console's samples are kept, in JetStream (the
+// KV bucket HOOKGATE_STATS): in cluster mode every gateway's, which the
+// console sums; else this gateway's alone (others may share its NATS),
+// named by the store's gateway_id as in cluster mode.
+func (a *App) statsBucket(ctx context.Context) (console.Shared, error) {
+	gateway := ""
+	if a.claims != nil {
+		gateway = a.claims.Gateway()
+	} else {
+		id, err := a.store.Meta(ctx, metaGatewayID)
+		if err != nil {
+			return nil, err
+		}
+		if id == "" {
+			id = newGatewayID()
+			if err := a.store.SetMeta(ctx, metaGatewayID, id); err != nil {
+				return nil, err
+			}
+		}
+		gateway = id
+	}
+	b := a.broker
+	return cluster.NewStatsBucket(cluster.StatsConfig{
+		Gateway:   gateway,
+		Replicas:  a.cfg.NATS.Replicas,
+		Own:       a.claims == nil,
+		JetStream: func() natsjs.JetStream { return b.JetStream() },
+	}, a.log.With("component", "console"))
 }
 
 // startConsoleStats starts sampling the counters the console charts.

@@ -2,6 +2,10 @@ package console
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -9,29 +13,65 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/internal/startstop"
 )
 
-// Stats keeps a day of this gateway's counters, one sample a minute, read
-// from its Prometheus registry: intake per source and outcome, delivery
-// rounds per route and outcome, attempt durations per route. It is memory
-// only (a restart starts an empty day) and per gateway (in cluster mode
-// each gateway shows its own traffic).
+// Stats keeps a day of the counters the console charts: intake per source
+// and outcome, delivery rounds per route and outcome, attempt durations
+// per route. Once a minute it reads this gateway's Prometheus registry and
+// keeps the increase since its previous sample (the counters start at 0
+// with the process, so the first sample holds what came since the start).
+// With Shared (the JetStream KV bucket HOOKGATE_STATS) every sample is
+// written there and every gateway's are read back: the charts are the sum
+// over the gateways, and a restart keeps the day. Without it, or while
+// NATS does not answer, they are what this gateway knows.
 type Stats struct {
 	gather prometheus.Gatherer
-	every  time.Duration
+	cfg    StatsConfig
 	loop   startstop.Loop
+	nudge  chan struct{}
+	syncMu sync.Mutex // one sync at a time
 
 	mu      sync.Mutex
-	samples []sample // oldest first, at most keep
-	keep    int
+	last    counts              // the totals at the previous sample; nil before the first
+	samples map[sampleID]counts // every gateway's increases known
+	newest  int64               // the latest sample's time, unix ms
+	pending []sampleID          // this gateway's samples not yet in Shared, oldest first
+	nudged  time.Time
+	warned  time.Time
 }
 
-// sample is the counters' totals at one time, by series key.
-type sample struct {
-	at     time.Time
-	totals map[key]float64
+// Shared is where the gateways' samples meet (cluster.StatsBucket).
+type Shared interface {
+	// Gateway names this gateway's samples.
+	Gateway() string
+	// Put writes this gateway's sample at.
+	Put(ctx context.Context, at time.Time, value []byte) error
+	// Read returns the samples written since the previous Read; anew says
+	// that what it held before is gone.
+	Read(ctx context.Context) (entries []cluster.StatsEntry, anew bool, err error)
 }
+
+// StatsConfig configures NewStats; zero values take the stated defaults.
+type StatsConfig struct {
+	// Every is the sampling interval. Default StatsEvery.
+	Every time.Duration
+	// Shared, if set, is where every gateway's samples are. Default none:
+	// this gateway's, in memory.
+	Shared Shared
+	// Log takes what goes wrong with Shared. Default: discarded.
+	Log *slog.Logger
+}
+
+// sampleID is one gateway's sample: unix ms.
+type sampleID struct {
+	gateway string
+	at      int64
+}
+
+// counts are a sample's values by series.
+type counts map[key]float64
 
 // key names one series: kind is "intake", "delivery", "latency_sum" or
 // "latency_count".
@@ -40,20 +80,40 @@ type key struct{ kind, name, outcome string }
 // StatsEvery is the default sampling interval.
 const StatsEvery = time.Minute
 
-// NewStats returns Stats reading g every interval (0: StatsEvery), keeping
-// a day of samples.
-func NewStats(g prometheus.Gatherer, every time.Duration) *Stats {
-	if every <= 0 {
-		every = StatsEvery
+const (
+	// keepFor is how long a sample is kept: the day and a step.
+	keepFor = 24*time.Hour + 15*time.Minute
+	// maxSeries bounds a sample's series (routes and sources are the
+	// config's; outcomes a few each).
+	maxSeries = 2000
+	// maxSamples bounds the samples kept, every gateway's: a minute's of
+	// 34 gateways over keepFor.
+	maxSamples = 50_000
+	// maxAhead is how far past this gateway's clock another's sample may
+	// be; one further is skipped.
+	maxAhead = time.Hour
+	// nudgeEvery is how often a view of the charts reads Shared at most.
+	nudgeEvery = 2 * time.Second
+)
+
+// NewStats returns Stats reading g.
+func NewStats(g prometheus.Gatherer, cfg StatsConfig) *Stats {
+	if cfg.Every <= 0 {
+		cfg.Every = StatsEvery
 	}
-	return &Stats{gather: g, every: every, keep: int(24*time.Hour/every) + 1}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Stats{gather: g, cfg: cfg, samples: map[sampleID]counts{}, nudge: make(chan struct{}, 1)}
 }
 
-// Start samples now and then every interval until Stop.
+// Start samples now and then every interval until Stop, reading and
+// writing Shared after each sample and when the charts are viewed.
 func (s *Stats) Start(ctx context.Context) error {
 	s.Sample(time.Now())
 	s.loop.Start(ctx, func(ctx context.Context) {
-		t := time.NewTicker(s.every)
+		s.sync(ctx)
+		t := time.NewTicker(s.cfg.Every)
 		defer t.Stop()
 		for {
 			select {
@@ -61,25 +121,64 @@ func (s *Stats) Start(ctx context.Context) error {
 				return
 			case now := <-t.C:
 				s.Sample(now)
+				s.sync(ctx)
+			case <-s.nudge:
+				s.sync(ctx)
 			}
 		}
 	})
 	return nil
 }
 
-// Stop stops sampling.
-func (s *Stats) Stop(context.Context) error {
+// Stop stops sampling; a last sample is written to Shared (each write
+// bounded by its Wait, the first failure ends it).
+func (s *Stats) Stop(ctx context.Context) error {
 	s.loop.Stop()
+	if s.cfg.Shared != nil {
+		s.Sample(time.Now())
+		s.put(ctx)
+	}
 	return nil
 }
 
-// Sample records the counters now.
+// Sample records the counters' increase since the previous sample.
 func (s *Stats) Sample(now time.Time) {
 	mfs, err := s.gather.Gather()
 	if err != nil && len(mfs) == 0 {
 		return
 	}
-	totals := map[key]float64{}
+	totals := readTotals(mfs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inc := increase(s.last, totals)
+	s.last = totals
+	id := sampleID{s.gateway(), now.UnixMilli()}
+	s.add(id, inc)
+	if s.cfg.Shared != nil {
+		s.pending = append(s.pending, id)
+		if n := len(s.pending) - int(keepFor/s.cfg.Every) - 1; n > 0 {
+			s.pending = s.pending[n:]
+		}
+	}
+	s.prune()
+}
+
+func (s *Stats) gateway() string {
+	if s.cfg.Shared == nil {
+		return ""
+	}
+	return s.cfg.Shared.Gateway()
+}
+
+// readTotals are the totals of the series the console charts, at most
+// maxSeries of them.
+func readTotals(mfs []*dto.MetricFamily) counts {
+	totals := counts{}
+	add := func(k key, v float64) {
+		if _, ok := totals[k]; ok || len(totals) < maxSeries {
+			totals[k] += v
+		}
+	}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "hookgate_inbound_requests_total":
@@ -92,26 +191,38 @@ func (s *Stats) Sample(now time.Time) {
 				default:
 					outcome = "refused"
 				}
-				totals[key{"intake", label(m, "source"), outcome}] += m.GetCounter().GetValue()
+				add(key{"intake", label(m, "source"), outcome}, m.GetCounter().GetValue())
 			}
 		case "hookgate_delivery_rounds_total":
 			for _, m := range mf.GetMetric() {
-				totals[key{"delivery", label(m, "route"), label(m, "outcome")}] += m.GetCounter().GetValue()
+				add(key{"delivery", label(m, "route"), label(m, "outcome")}, m.GetCounter().GetValue())
 			}
 		case "hookgate_delivery_attempt_duration_seconds":
 			for _, m := range mf.GetMetric() {
 				h := m.GetHistogram()
-				totals[key{"latency_sum", label(m, "route"), ""}] += h.GetSampleSum()
-				totals[key{"latency_count", label(m, "route"), ""}] += float64(h.GetSampleCount())
+				add(key{"latency_sum", label(m, "route"), ""}, h.GetSampleSum())
+				add(key{"latency_count", label(m, "route"), ""}, float64(h.GetSampleCount()))
 			}
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.samples = append(s.samples, sample{at: now, totals: totals})
-	if len(s.samples) > s.keep {
-		s.samples = append(s.samples[:0], s.samples[len(s.samples)-s.keep:]...)
+	return totals
+}
+
+// increase is each series' increase from prev to cur, the series that did
+// not increase left out. A counter lower than before was reset (counted
+// again from 0): its increase is its value.
+func increase(prev, cur counts) counts {
+	out := counts{}
+	for k, v := range cur {
+		d := v - prev[k]
+		if d < 0 {
+			d = v
+		}
+		if d > 0 {
+			out[k] = d
+		}
 	}
+	return out
 }
 
 func label(m *dto.Metric, name string) string {
@@ -123,13 +234,210 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
+// add keeps a sample. Held: mu.
+func (s *Stats) add(id sampleID, c counts) {
+	s.samples[id] = c
+	s.newest = max(s.newest, id.at)
+}
+
+// prune drops the samples older than keepFor before the newest, and the
+// oldest past maxSamples. Held: mu.
+func (s *Stats) prune() {
+	cut := s.newest - keepFor.Milliseconds()
+	for id := range s.samples {
+		if id.at < cut {
+			delete(s.samples, id)
+		}
+	}
+	if len(s.samples) <= maxSamples {
+		return
+	}
+	ids := make([]sampleID, 0, len(s.samples))
+	for id := range s.samples {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].at < ids[j].at })
+	for _, id := range ids[:len(ids)-maxSamples] {
+		delete(s.samples, id)
+	}
+}
+
+// series is a sample's value as Shared holds it.
+type series struct {
+	Kind    string  `json:"k"`
+	Name    string  `json:"n"`
+	Outcome string  `json:"o,omitempty"`
+	Value   float64 `json:"v"`
+}
+
+var kinds = map[string]bool{"intake": true, "delivery": true, "latency_sum": true, "latency_count": true}
+
+func encodeSample(c counts) ([]byte, error) {
+	out := make([]series, 0, len(c))
+	for k, v := range c {
+		out = append(out, series{k.kind, k.name, k.outcome, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Outcome < b.Outcome
+	})
+	return json.Marshal(struct {
+		C []series `json:"c"`
+	}{out})
+}
+
+// decodeSample reads a value of encodeSample; a series that is none the
+// console charts is left out.
+func decodeSample(b []byte) (counts, error) {
+	var v struct {
+		C []series `json:"c"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	if len(v.C) > maxSeries {
+		return nil, errors.New("too many series")
+	}
+	out := counts{}
+	for _, s := range v.C {
+		if !kinds[s.Kind] || len(s.Name) > 128 || len(s.Outcome) > 64 ||
+			math.IsNaN(s.Value) || math.IsInf(s.Value, 0) || s.Value <= 0 {
+			continue
+		}
+		out[key{s.Kind, s.Name, s.Outcome}] += s.Value
+	}
+	return out, nil
+}
+
+// sync reads the samples Shared has that are new here, and writes this
+// gateway's that it does not have yet; all of it again when Shared was
+// made anew.
+func (s *Stats) sync(ctx context.Context) {
+	if s.cfg.Shared == nil {
+		return
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	entries, anew, err := s.cfg.Shared.Read(ctx)
+	s.mu.Lock()
+	ahead := time.Now().Add(maxAhead).UnixMilli()
+	for _, e := range entries {
+		if e.At.UnixMilli() > ahead {
+			continue // a clock far ahead would end every window there
+		}
+		c, derr := decodeSample(e.Value)
+		if derr != nil {
+			s.cfg.Log.Debug("console stats: a sample skipped", "gateway", e.Gateway, "err", derr)
+			continue
+		}
+		s.add(sampleID{e.Gateway, e.At.UnixMilli()}, c)
+	}
+	if anew {
+		s.requeue()
+	}
+	s.prune()
+	s.mu.Unlock()
+	if err != nil {
+		s.warn("console stats: cannot read the gateways' samples; the charts show what this gateway knows", err)
+		return
+	}
+	s.put(ctx)
+}
+
+// requeue queues every sample of this gateway's kept here for Shared
+// (made anew: what it held is gone). Held: mu.
+func (s *Stats) requeue() {
+	queued := map[sampleID]bool{}
+	for _, id := range s.pending {
+		queued[id] = true
+	}
+	gw := s.gateway()
+	for id := range s.samples {
+		if id.gateway == gw && !queued[id] {
+			s.pending = append(s.pending, id)
+		}
+	}
+	sort.Slice(s.pending, func(i, j int) bool { return s.pending[i].at < s.pending[j].at })
+}
+
+// put writes the pending samples to Shared, oldest first, until one
+// fails.
+func (s *Stats) put(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		id := s.pending[0]
+		c, ok := s.samples[id]
+		s.mu.Unlock()
+		if ok {
+			value, err := encodeSample(c)
+			if err == nil {
+				err = s.cfg.Shared.Put(ctx, time.UnixMilli(id.at), value)
+			}
+			if err != nil {
+				s.warn("console stats: cannot write this gateway's sample; it is written with the next", err)
+				return
+			}
+		}
+		s.mu.Lock()
+		if len(s.pending) > 0 && s.pending[0] == id {
+			s.pending = s.pending[1:]
+		}
+		s.mu.Unlock()
+	}
+}
+
+// warn logs err at most every 5 minutes.
+func (s *Stats) warn(msg string, err error) {
+	s.mu.Lock()
+	now := time.Now()
+	ok := now.Sub(s.warned) >= 5*time.Minute
+	if ok {
+		s.warned = now
+	}
+	s.mu.Unlock()
+	if ok {
+		s.cfg.Log.Warn(msg, "err", err)
+	}
+}
+
+// poke has the loop read Shared soon (at most every nudgeEvery): a view
+// of the charts shows what other gateways wrote since the last sample.
+func (s *Stats) poke() {
+	if s.cfg.Shared == nil {
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	ok := now.Sub(s.nudged) >= nudgeEvery
+	if ok {
+		s.nudged = now
+	}
+	s.mu.Unlock()
+	if ok {
+		select {
+		case s.nudge <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Window is a chart's data over one window: times (unix seconds, each the
 // end of a step) and one series per name, each value the count in the
 // step ending then (latency: the mean in milliseconds, null without
 // attempts).
 type Window struct {
 	From     int64                 `json:"from"` // unix seconds: the window's start
-	To       int64                 `json:"to"`   // and end (the last sample)
+	To       int64                 `json:"to"`   // and end (the end of the latest sample's step)
 	Times    []int64               `json:"times"`
 	Intake   map[string][]*float64 `json:"intake"`   // "source outcome"
 	Delivery map[string][]*float64 `json:"delivery"` // "route outcome"
@@ -140,70 +448,89 @@ type Window struct {
 	LatencyMean   map[string]float64 `json:"latency_mean_ms"`
 }
 
-// Window returns the counts over the last span in steps of step.
+// Window returns the counts over the last span in steps of step, summed
+// over the gateways: steps end on multiples of step (unix time), the last
+// one at or after the latest sample; the window starts at the step of its
+// earliest sample.
 func (s *Stats) Window(span, step time.Duration) Window {
+	s.poke()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return window(s.samples, s.newest, span, step)
+}
+
+// window is Window over samples, the latest at newest (unix ms).
+func window(samples map[sampleID]counts, newest int64, span, step time.Duration) Window {
 	w := Window{Intake: map[string][]*float64{}, Delivery: map[string][]*float64{}, Latency: map[string][]*float64{},
 		IntakeTotal: map[string]float64{}, DeliveryTotal: map[string]float64{}, LatencyMean: map[string]float64{}}
-	if len(s.samples) == 0 {
+	stepMs := max(step.Milliseconds(), 1)
+	n := max(int64(span/step), 1)
+	if len(samples) == 0 {
 		return w
 	}
-	w.To = s.samples[len(s.samples)-1].at.Unix()
-	w.From = w.To - int64(span/time.Second)
-	stride := max(1, int(step/s.every))
-	n := min(len(s.samples)-1, int(span/s.every))
-	last := len(s.samples) - 1
-	first := last - n
-	// The step boundaries, oldest first, each a sample index.
-	var idx []int
-	for i := last; i > first; i -= stride {
-		idx = append(idx, i)
+	to := (newest + stepMs - 1) / stepMs * stepMs
+	from := to - n*stepMs
+	first := n // the earliest step with a sample
+	for id := range samples {
+		if id.at > from && id.at <= to {
+			first = min(first, (id.at-from-1)/stepMs)
+		}
 	}
-	sort.Ints(idx)
-	keys := map[key]bool{}
-	for k := range s.samples[last].totals {
-		keys[k] = true
+	w.From, w.To = from/1000, to/1000
+	if first == n {
+		return w
 	}
-	delta := func(k key, from, to int) float64 {
-		d := s.samples[to].totals[k] - s.samples[from].totals[k]
-		return max(0, d) // a counter does not go down; a reset would show negative
+	steps := int(n - first)
+	per := map[key][]float64{}
+	for id, c := range samples {
+		if id.at <= from || id.at > to {
+			continue
+		}
+		i := (id.at-from-1)/stepMs - first
+		for k, v := range c {
+			if per[k] == nil {
+				per[k] = make([]float64, steps)
+			}
+			per[k][i] += v
+		}
 	}
-	prev := first
-	for _, i := range idx {
-		w.Times = append(w.Times, s.samples[i].at.Unix())
-		for k := range keys {
-			switch k.kind {
-			case "intake", "delivery":
-				v := delta(k, prev, i)
-				name := k.name + " " + k.outcome
-				m := w.Intake
-				if k.kind == "delivery" {
-					m = w.Delivery
-				}
-				m[name] = append(m[name], &v)
-			case "latency_count":
+	for i := range steps {
+		w.Times = append(w.Times, (from+(first+int64(i)+1)*stepMs)/1000)
+	}
+	w.fill(per)
+	return w
+}
+
+// fill sets w's series and totals from each series' values per step.
+func (w *Window) fill(per map[key][]float64) {
+	for k, vs := range per {
+		switch k.kind {
+		case "intake", "delivery":
+			m, total := w.Intake, w.IntakeTotal
+			if k.kind == "delivery" {
+				m, total = w.Delivery, w.DeliveryTotal
+			}
+			name := k.name + " " + k.outcome
+			for i := range vs {
+				m[name] = append(m[name], &vs[i])
+				total[name] += vs[i]
+			}
+		case "latency_count":
+			sums := per[key{"latency_sum", k.name, ""}]
+			var sum, count float64
+			for i, c := range vs {
 				var v *float64
-				if c := delta(k, prev, i); c > 0 {
-					ms := delta(key{"latency_sum", k.name, ""}, prev, i) / c * 1000
+				if c > 0 && sums != nil {
+					ms := sums[i] / c * 1000
 					v = &ms
+					sum += sums[i]
+					count += c
 				}
 				w.Latency[k.name] = append(w.Latency[k.name], v)
 			}
-		}
-		prev = i
-	}
-	for k := range keys {
-		switch k.kind {
-		case "intake":
-			w.IntakeTotal[k.name+" "+k.outcome] = delta(k, first, last)
-		case "delivery":
-			w.DeliveryTotal[k.name+" "+k.outcome] = delta(k, first, last)
-		case "latency_count":
-			if c := delta(k, first, last); c > 0 {
-				w.LatencyMean[k.name] = delta(key{"latency_sum", k.name, ""}, first, last) / c * 1000
+			if count > 0 {
+				w.LatencyMean[k.name] = sum / count * 1000
 			}
 		}
 	}
-	return w
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,15 +11,15 @@ import (
 
 // The windows' counts are the counters' increase per step; refusals of
 // every kind are one series, handshakes none; latency is the mean of the
-// step's attempts.
+// step's attempts; a day is kept, no more.
 func TestStatsWindow(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	in := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_inbound_requests_total"}, []string{"source", "outcome"})
 	rounds := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_delivery_rounds_total"}, []string{"route", "outcome"})
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hookgate_delivery_attempt_duration_seconds"}, []string{"route"})
 	reg.MustRegister(in, rounds, lat)
-	s := NewStats(reg, time.Minute)
-	t0 := time.Unix(1_700_000_000, 0)
+	s := NewStats(reg, StatsConfig{Every: time.Minute})
+	t0 := time.Unix(1_700_000_100, 0) // on the 15-minute grid
 	s.Sample(t0)
 	for m := 1; m <= 90; m++ { // 90 minutes: each minute one accepted, m%3==0 one refused
 		in.WithLabelValues("shop", "accepted").Inc()
@@ -55,7 +56,8 @@ func TestStatsWindow(t *testing.T) {
 		t.Errorf("hour from %d to %d", hour.From, hour.To)
 	}
 	day := s.Window(24*time.Hour, 15*time.Minute)
-	if len(day.Times) != 6 || day.DeliveryTotal["r succeeded"] != 90 {
+	// Steps ending t0 (its sample: nothing yet), t0+15m, …, t0+90m.
+	if len(day.Times) != 7 || day.DeliveryTotal["r succeeded"] != 90 {
 		t.Errorf("day: %d steps, %v rounds", len(day.Times), day.DeliveryTotal["r succeeded"])
 	}
 	if v := day.Delivery["r succeeded"]; *v[len(v)-1] != 15 {
@@ -65,11 +67,148 @@ func TestStatsWindow(t *testing.T) {
 	for m := 91; m <= 24*60+30; m++ {
 		s.Sample(t0.Add(time.Duration(m) * time.Minute))
 	}
-	if len(s.samples) != s.keep {
-		t.Errorf("%d samples kept, want %d", len(s.samples), s.keep)
+	if want := 24*60 + 30 - 15 + 1; len(s.samples) != want { // minutes 15 to 1470
+		t.Errorf("%d samples kept, want %d", len(s.samples), want)
 	}
 	// The last day is minutes 30 to 1470: 60 of the 90 accepted.
 	if got := s.Window(24*time.Hour, 15*time.Minute).IntakeTotal["shop accepted"]; got != 60 {
 		t.Errorf("accepted in the last day: %v, want 60", got)
+	}
+}
+
+// A sample holds each series' increase since the previous one; the first
+// holds the totals (the counters start at 0 with the process); a counter
+// lower than before was reset and counts from 0; nothing is negative.
+func TestIncrease(t *testing.T) {
+	a, b := key{"intake", "s", "accepted"}, key{"delivery", "r", "succeeded"}
+	for _, c := range []struct {
+		name      string
+		prev, cur counts
+		want      counts
+	}{
+		{"first sample: the totals", nil, counts{a: 3, b: 1}, counts{a: 3, b: 1}},
+		{"the increase", counts{a: 3, b: 1}, counts{a: 5, b: 4}, counts{a: 2, b: 3}},
+		{"unchanged left out", counts{a: 3, b: 1}, counts{a: 3, b: 2}, counts{b: 1}},
+		{"a reset counts from 0", counts{a: 10}, counts{a: 4}, counts{a: 4}},
+		{"a reset to 0 is nothing", counts{a: 10}, counts{a: 0}, counts{}},
+		{"a new series: its total", counts{a: 1}, counts{a: 1, b: 7}, counts{b: 7}},
+		{"a series gone: nothing", counts{a: 1, b: 2}, counts{a: 1}, counts{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := increase(c.prev, c.cur); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("increase(%v, %v) = %v, want %v", c.prev, c.cur, got, c.want)
+			}
+		})
+	}
+}
+
+// A window sums every gateway's samples per step: steps end on the grid,
+// a gateway that left counts for the minutes it sent, samples before the
+// window do not count, latency is weighted by the attempts.
+func TestWindowSums(t *testing.T) {
+	t0 := int64(1_700_000_100_000) // unix ms, on the minute
+	at := func(min, sec int) int64 { return t0 + int64(min)*60_000 + int64(sec)*1000 }
+	acc := key{"intake", "s", "accepted"}
+	ls, lc := key{"latency_sum", "r", ""}, key{"latency_count", "r", ""}
+	type step struct {
+		end   int64 // unix s
+		value float64
+	}
+	for _, c := range []struct {
+		name    string
+		samples map[sampleID]counts
+		span    time.Duration
+		steps   []step  // accepted per step
+		total   float64 // accepted over the window
+		latency float64 // the window's mean, ms
+	}{
+		{
+			name: "two gateways summed per step",
+			samples: map[sampleID]counts{
+				{"a", at(0, 10)}: {acc: 1}, {"b", at(0, 40)}: {acc: 2},
+				{"a", at(1, 10)}: {acc: 1}, {"b", at(1, 40)}: {acc: 2},
+			},
+			span:  time.Hour,
+			steps: []step{{(t0 + 60_000) / 1000, 3}, {(t0 + 120_000) / 1000, 3}},
+			total: 6,
+		},
+		{
+			name: "a gateway that left still counts",
+			samples: map[sampleID]counts{
+				{"gone", at(0, 30)}: {acc: 5},
+				{"b", at(0, 40)}:    {acc: 1}, {"b", at(1, 40)}: {}, {"b", at(2, 40)}: {acc: 1},
+			},
+			span:  time.Hour,
+			steps: []step{{(t0 + 60_000) / 1000, 6}, {(t0 + 120_000) / 1000, 0}, {(t0 + 180_000) / 1000, 1}},
+			total: 7,
+		},
+		{
+			name: "before the window: not counted",
+			samples: map[sampleID]counts{
+				{"a", at(0, 10)}: {acc: 4}, {"a", at(1, 10)}: {acc: 1}, {"b", at(2, 10)}: {acc: 1},
+			},
+			span:  2 * time.Minute,
+			steps: []step{{(t0 + 120_000) / 1000, 1}, {(t0 + 180_000) / 1000, 1}},
+			total: 2,
+		},
+		{
+			name: "latency weighted by attempts",
+			samples: map[sampleID]counts{
+				{"a", at(0, 10)}: {ls: 0.1, lc: 1}, {"b", at(0, 20)}: {ls: 0.9, lc: 3},
+			},
+			span:    time.Hour,
+			steps:   []step{{(t0 + 60_000) / 1000, 0}},
+			latency: 250,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var newest int64
+			for id := range c.samples {
+				newest = max(newest, id.at)
+			}
+			w := window(c.samples, newest, c.span, time.Minute)
+			if len(w.Times) != len(c.steps) {
+				t.Fatalf("times %v, want %d steps", w.Times, len(c.steps))
+			}
+			if w.To != c.steps[len(c.steps)-1].end || w.From != w.To-int64(c.span/time.Second) {
+				t.Errorf("from %d to %d", w.From, w.To)
+			}
+			for i, s := range c.steps {
+				var got float64
+				if v := w.Intake["s accepted"]; v != nil {
+					got = *v[i]
+				}
+				if w.Times[i] != s.end || got != s.value {
+					t.Errorf("step %d: ends %d with %v accepted, want %d with %v", i, w.Times[i], got, s.end, s.value)
+				}
+			}
+			if got := w.IntakeTotal["s accepted"]; got != c.total {
+				t.Errorf("accepted over the window %v, want %v", got, c.total)
+			}
+			if got := w.LatencyMean["r"]; math.Abs(got-c.latency) > 1e-9 {
+				t.Errorf("mean latency %v ms, want %v", got, c.latency)
+			}
+		})
+	}
+}
+
+// A sample's value in the bucket reads back as written; what is not a
+// series the console charts is left out.
+func TestSampleEncoding(t *testing.T) {
+	c := counts{{"intake", "s", "accepted"}: 3, {"latency_sum", "r", ""}: 0.25, {"latency_count", "r", ""}: 2}
+	b, err := encodeSample(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeSample(b)
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Errorf("decoded %v (%v), want %v", got, err, c)
+	}
+	got, err = decodeSample([]byte(`{"c":[{"k":"gauge","n":"x","v":1},{"k":"intake","n":"s","o":"accepted","v":-2},{"k":"delivery","n":"r","o":"dead","v":1}]}`))
+	if want := (counts{{"delivery", "r", "dead"}: 1}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded %v (%v), want %v", got, err, want)
+	}
+	if _, err := decodeSample([]byte("not json")); err == nil {
+		t.Error("not JSON decoded")
 	}
 }

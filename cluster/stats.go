@@ -1,0 +1,283 @@
+package cluster
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// StatsConfig configures NewStatsBucket; zero values take the stated
+// defaults.
+type StatsConfig struct {
+	// Gateway names this gateway in the keys it writes. Required.
+	Gateway string
+	// Bucket is the KV bucket. Default "HOOKGATE_STATS".
+	Bucket string
+	// Replicas of the bucket. Default 1.
+	Replicas int
+	// TTL is how long the bucket keeps a sample. Default 25h (the
+	// console's day and a margin).
+	TTL time.Duration
+	// Own reads only this gateway's samples (a gateway not in cluster
+	// mode, whose NATS others may share). Default false: every gateway's.
+	Own bool
+	// JetStream returns the broker's current JetStream context (nil while
+	// not connected).
+	JetStream func() natsjs.JetStream
+	// Wait bounds each request to the bucket. Default 5s.
+	Wait time.Duration
+}
+
+// DefaultStatsBucket is the bucket of the console's samples.
+const DefaultStatsBucket = "HOOKGATE_STATS"
+
+// DefaultStatsTTL is StatsConfig.TTL's default.
+const DefaultStatsTTL = 25 * time.Hour
+
+// maxStatsValue bounds a sample read from the bucket.
+const maxStatsValue = 256 << 10
+
+// StatsEntry is one gateway's sample: its value is the console's.
+type StatsEntry struct {
+	Gateway string
+	At      time.Time // to the millisecond
+	Value   []byte
+}
+
+// StatsBucket is where the gateways' console samples meet: one key per
+// gateway and sample time (the gateway's name base64url-encoded, a dot,
+// the time in unix milliseconds), each written once, kept for the TTL.
+// Read returns what was written since its previous call.
+type StatsBucket struct {
+	cfg StatsConfig
+	log *slog.Logger
+
+	mu      sync.Mutex // one Read at a time
+	created time.Time  // when the bucket read was made
+	seen    uint64     // the last stream sequence read
+
+	kvMu sync.Mutex
+	kv   natsjs.KeyValue
+	kvJS natsjs.JetStream
+}
+
+// NewStatsBucket returns the bucket of cfg; it is made at the first use.
+func NewStatsBucket(cfg StatsConfig, log *slog.Logger) (*StatsBucket, error) {
+	if cfg.Gateway == "" {
+		return nil, errors.New("cluster stats: no gateway name")
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultStatsBucket
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultStatsTTL
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 5 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &StatsBucket{cfg: cfg, log: log}, nil
+}
+
+// Gateway is the name this gateway writes its samples under.
+func (b *StatsBucket) Gateway() string { return b.cfg.Gateway }
+
+// statsKey is the key of gateway's sample at.
+func statsKey(gateway string, at time.Time) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(gateway)) + "." + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// parseStatsKey reads a key of statsKey.
+func parseStatsKey(key string) (gateway string, at time.Time, err error) {
+	enc, ms, ok := strings.Cut(key, ".")
+	if !ok || len(enc) > 400 {
+		return "", time.Time{}, fmt.Errorf("key %.80q: not a gateway's sample", key)
+	}
+	g, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(g) == 0 {
+		return "", time.Time{}, fmt.Errorf("key %.80q: not a gateway's sample", key)
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 {
+		return "", time.Time{}, fmt.Errorf("key %.80q: not a time", key)
+	}
+	return strings.ToValidUTF8(string(g), "?"), time.UnixMilli(n), nil
+}
+
+// Put writes this gateway's sample at.
+func (b *StatsBucket) Put(ctx context.Context, at time.Time, value []byte) error {
+	kv, err := b.open(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
+	defer cancel()
+	err = whileNoLeader(ctx, func() error {
+		_, err := kv.Put(ctx, statsKey(b.cfg.Gateway, at), value)
+		return err
+	})
+	if err != nil {
+		b.forget(kv)
+		return fmt.Errorf("cluster stats: put: %w", err)
+	}
+	return nil
+}
+
+// Read returns the samples written since the previous Read (at the first,
+// all the bucket holds); anew says the bucket is not the one read before
+// (made anew: what it held is gone). A bucket not found is made again.
+func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
+	defer cancel()
+	s, err := b.stream(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	info := s.CachedInfo()
+	if !info.Created.Equal(b.created) || info.State.LastSeq < b.seen {
+		anew = !b.created.IsZero()
+		b.created, b.seen = info.Created, 0
+	}
+	if info.State.LastSeq <= b.seen {
+		return nil, anew, nil
+	}
+	filter := "$KV." + b.cfg.Bucket + ".>"
+	if b.cfg.Own {
+		filter = "$KV." + b.cfg.Bucket + "." + base64.RawURLEncoding.EncodeToString([]byte(b.cfg.Gateway)) + ".*"
+	}
+	cc := natsjs.ConsumerConfig{
+		DeliverPolicy:     natsjs.DeliverByStartSequencePolicy,
+		OptStartSeq:       b.seen + 1,
+		AckPolicy:         natsjs.AckNonePolicy,
+		FilterSubject:     filter,
+		InactiveThreshold: 30 * time.Second,
+		Replicas:          1,
+		MemoryStorage:     true,
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, cc)
+	if err != nil {
+		return nil, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.Wait)
+		defer dcancel()
+		_ = s.DeleteConsumer(dctx, c.CachedInfo().Name)
+	}()
+	prefix := "$KV." + b.cfg.Bucket + "."
+	for b.seen < info.State.LastSeq {
+		batch, err := c.FetchNoWait(500)
+		if err != nil {
+			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			b.seen = max(b.seen, meta.Sequence.Stream)
+			if op := m.Headers().Get("KV-Operation"); op != "" || len(m.Data()) > maxStatsValue {
+				continue // a delete or purge; an oversized value
+			}
+			g, at, err := parseStatsKey(strings.TrimPrefix(m.Subject(), prefix))
+			if err != nil {
+				b.log.Debug("cluster stats: an entry skipped", "bucket", b.cfg.Bucket, "err", err)
+				continue
+			}
+			entries = append(entries, StatsEntry{Gateway: g, At: at, Value: m.Data()})
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
+			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+		}
+		if n == 0 {
+			break // the rest is another gateway's (Own) or gone
+		}
+	}
+	return entries, anew, nil
+}
+
+// stream is the bucket's stream; a bucket not found is made again.
+func (b *StatsBucket) stream(ctx context.Context) (natsjs.Stream, error) {
+	for range 2 {
+		kv, err := b.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		js := b.cfg.JetStream()
+		if js == nil {
+			return nil, errors.New("cluster stats: not connected to nats")
+		}
+		var s natsjs.Stream
+		err = whileNoLeader(ctx, func() (err error) {
+			s, err = js.Stream(ctx, "KV_"+b.cfg.Bucket)
+			return err
+		})
+		if errors.Is(err, natsjs.ErrStreamNotFound) {
+			b.forget(kv)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster stats: bucket %s: %w", b.cfg.Bucket, err)
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("cluster stats: bucket %s: not found", b.cfg.Bucket)
+}
+
+// open returns the bucket, created or updated to the config on a new
+// connection.
+func (b *StatsBucket) open(ctx context.Context) (natsjs.KeyValue, error) {
+	b.kvMu.Lock()
+	defer b.kvMu.Unlock()
+	js := b.cfg.JetStream()
+	if b.kv != nil && b.kvJS == js {
+		return b.kv, nil
+	}
+	if js == nil {
+		return nil, errors.New("cluster stats: not connected to nats")
+	}
+	tctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
+	defer cancel()
+	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+		Bucket:      b.cfg.Bucket,
+		Description: "hookgate: each gateway's console samples, one a minute",
+		History:     1,
+		TTL:         b.cfg.TTL,
+		Replicas:    b.cfg.Replicas,
+		Storage:     natsjs.FileStorage,
+	}, 0, b.log)
+	if kv == nil {
+		return nil, fmt.Errorf("cluster stats: bucket %s: %w", b.cfg.Bucket, err)
+	}
+	if err != nil {
+		b.log.Warn("cluster stats: the bucket is used as it is", "err", err)
+	}
+	b.kv, b.kvJS = kv, js
+	return kv, nil
+}
+
+// forget makes the next open look the bucket up again, unless another
+// caller did meanwhile.
+func (b *StatsBucket) forget(kv natsjs.KeyValue) {
+	b.kvMu.Lock()
+	if b.kv == kv {
+		b.kv, b.kvJS = nil, nil
+	}
+	b.kvMu.Unlock()
+}

@@ -1,0 +1,77 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// chartTotals are the totals of the console's hour window on a: accepted
+// events of source s, successful rounds of route p.
+func chartTotals(t *testing.T, a *app.App) (accepted, rounds float64, state string) {
+	t.Helper()
+	var stats struct {
+		Hour struct {
+			Intake   map[string]float64 `json:"intake_total"`
+			Delivery map[string]float64 `json:"delivery_total"`
+		} `json:"hour"`
+	}
+	if code := apiGet(t, a, "/console/f/stats.json", &stats); code != http.StatusOK {
+		return 0, 0, fmt.Sprintf("status %d", code)
+	}
+	accepted, rounds = stats.Hour.Intake["s accepted"], stats.Hour.Delivery["p succeeded"]
+	return accepted, rounds, fmt.Sprintf("accepted %v, rounds of p %v", accepted, rounds)
+}
+
+// waitCharts waits until the console of each of show shows accepted
+// events and as many rounds of p; every gateway of sample takes a sample
+// now and then meanwhile (as it does each minute).
+func waitCharts(t *testing.T, what string, accepted float64, sample []*app.App, show ...*app.App) {
+	t.Helper()
+	var last time.Time
+	gatewaytest.WaitFor(t, what, 60*time.Second, func() (bool, string) {
+		if time.Since(last) > 500*time.Millisecond {
+			for _, g := range sample {
+				g.ConsoleStats().Sample(time.Now())
+			}
+			last = time.Now()
+		}
+		state := ""
+		ok := true
+		for i, g := range show {
+			acc, rounds, s := chartTotals(t, g)
+			state += fmt.Sprintf("gateway %d: %s; ", i, s)
+			ok = ok && acc == accepted && rounds == accepted
+		}
+		return ok, state
+	})
+}
+
+// The console of either gateway charts the cluster's traffic: the events
+// each took and the rounds each ran, summed; a gateway started again
+// still shows the day's earlier minutes, its own and the other's.
+func TestConsoleChartsAcrossGateways(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	d := newRouteDownstream(t)
+	a := pauseGateway(t, "a", urls, d.URL, t.TempDir())
+	dirB := t.TempDir()
+	b := pauseGateway(t, "b", urls, d.URL, dirB)
+	onA := postEvents(t, a, "on-a", 3)
+	onB := postEvents(t, b, "on-b", 4)
+	waitDelivered(t, d, "p", append(onA, onB...))
+	waitCharts(t, "both consoles to show 7 accepted and 7 rounds of p", 7, []*app.App{a, b}, a, b)
+
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b = pauseGateway(t, "b", urls, d.URL, dirB)
+	waitCharts(t, "b started again to show the 7 from before", 7, []*app.App{a, b}, b)
+	more := postEvents(t, b, "after", 2)
+	waitDelivered(t, d, "p", more)
+	waitCharts(t, "both consoles to show 9 accepted and 9 rounds of p", 9, []*app.App{a, b}, a, b)
+}

@@ -1,0 +1,68 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// A single gateway (embedded NATS) started again on its data_dir still
+// charts the day's earlier minutes.
+func TestChartsKeptAcrossRestart(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(down.Close)
+	dir := t.TempDir()
+	start := func() *gateway {
+		cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+api: {tokens: [%q]}
+sources: [{name: shop, verify: none, id_field: id, type_field: type}]
+routes: [{name: ok, sources: [shop], url: %q}]
+`, dir, opToken, down.URL)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &gateway{App: app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		if err := g.Start(context.Background()); err != nil {
+			_ = g.Stop(context.Background())
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.Stop(context.Background()) })
+		g.base = "http://" + g.Addr()
+		return g
+	}
+	accepted := func(g *gateway) (bool, string) {
+		_, body := g.get(t, opToken, "/console/f/stats.json")
+		var stats struct {
+			Day struct {
+				Intake map[string]float64 `json:"intake_total"`
+			} `json:"day"`
+		}
+		if err := json.Unmarshal([]byte(body), &stats); err != nil {
+			return false, body
+		}
+		return stats.Day.Intake["shop accepted"] == 3, fmt.Sprintf("accepted %v, want 3", stats.Day.Intake["shop accepted"])
+	}
+	g := start()
+	for i := range 3 {
+		g.post(t, fmt.Sprintf(`{"id":"e%d","type":"t"}`, i))
+	}
+	g.ConsoleStats().Sample(time.Now())
+	gatewaytest.WaitFor(t, "the chart before the restart", 30*time.Second, func() (bool, string) { return accepted(g) })
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = start()
+	gatewaytest.WaitFor(t, "the chart after the restart", 30*time.Second, func() (bool, string) { return accepted(g) })
+}

@@ -1,0 +1,119 @@
+package console
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/cluster"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// sharedGateway is one gateway's Stats on a StatsBucket: its own
+// registry and its intake counter.
+type sharedGateway struct {
+	*Stats
+	accepted prometheus.Counter
+}
+
+func newSharedGateway(t *testing.T, js natsjs.JetStream, name string, own bool) sharedGateway {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	in := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_inbound_requests_total"}, []string{"source", "outcome"})
+	reg.MustRegister(in)
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{
+		Gateway: name, Own: own, Wait: 2 * time.Second,
+		JetStream: func() natsjs.JetStream { return js },
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sharedGateway{NewStats(reg, StatsConfig{Shared: b}), in.WithLabelValues("s", "accepted")}
+}
+
+// shown is the window's accepted events of source s over the last
+// hour, after a sync.
+func (g sharedGateway) shown(ctx context.Context) float64 {
+	g.sync(ctx)
+	return g.Window(time.Hour, time.Minute).IntakeTotal["s accepted"]
+}
+
+// Gateways sharing the bucket show the sum of their samples; a gateway
+// started again (its memory empty) shows the samples from before; the
+// bucket deleted is made again and holds the gateways' samples again; a
+// gateway not in cluster mode reads its own samples alone.
+func TestStatsShared(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	a, b := newSharedGateway(t, js, "gw-a", false), newSharedGateway(t, js, "gw-b", false)
+	a.accepted.Add(3)
+	a.Sample(now.Add(-10 * time.Minute))
+	b.accepted.Add(4)
+	b.Sample(now.Add(-9 * time.Minute))
+	a.sync(ctx)
+	b.sync(ctx)
+	if got := a.shown(ctx); got != 7 {
+		t.Errorf("a shows %v accepted, want 7 (3 on a, 4 on b)", got)
+	}
+	if got := b.shown(ctx); got != 7 {
+		t.Errorf("b shows %v accepted, want 7", got)
+	}
+
+	// b started again: counters from 0, memory empty.
+	b = newSharedGateway(t, js, "gw-b", false)
+	b.accepted.Add(1)
+	b.Sample(now.Add(-time.Minute))
+	if got := b.shown(ctx); got != 8 {
+		t.Errorf("b started again shows %v accepted, want 8 (its earlier 4, a's 3, 1 since)", got)
+	}
+
+	// The bucket deleted: made again at the next sync, each gateway's
+	// samples written to it again.
+	if err := js.DeleteKeyValue(ctx, cluster.DefaultStatsBucket); err != nil {
+		t.Fatal(err)
+	}
+	a.sync(ctx)
+	b.sync(ctx)
+	if got := a.shown(ctx); got != 8 {
+		t.Errorf("a shows %v accepted once the bucket was made again, want 8", got)
+	}
+	if got := newSharedGateway(t, js, "gw-c", false).shown(ctx); got != 8 {
+		t.Errorf("a gateway started after the bucket was made again shows %v accepted, want 8", got)
+	}
+
+	// Not in cluster mode: its own samples alone.
+	if got := newSharedGateway(t, js, "gw-a", true).shown(ctx); got != 3 {
+		t.Errorf("a gateway reading its own samples shows %v accepted, want a's 3", got)
+	}
+}
+
+// Without NATS the charts are this gateway's samples, at once.
+func TestStatsSharedWithoutNATS(t *testing.T) {
+	g := newSharedGateway(t, nil, "gw-a", false)
+	g.accepted.Add(2)
+	g.Sample(time.Now())
+	start := time.Now()
+	if got := g.shown(context.Background()); got != 2 {
+		t.Errorf("shows %v accepted, want 2", got)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("a sync without NATS took %v", d)
+	}
+	if len(g.pending) != 1 {
+		t.Errorf("%d samples pending, want 1 (written once NATS answers)", len(g.pending))
+	}
+}
