@@ -56,12 +56,12 @@ func (a *App) statsBucket(ctx context.Context) (console.Shared, error) {
 	} else {
 		id, err := a.store.Meta(ctx, metaGatewayID)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("console stats: gateway name: %w", err)
 		}
 		if id == "" {
 			id = newGatewayID()
 			if err := a.store.SetMeta(ctx, metaGatewayID, id); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("console stats: gateway name: %w", err)
 			}
 		}
 		gateway = id
