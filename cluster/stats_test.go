@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
@@ -65,6 +66,9 @@ func TestConsoleChartsAcrossGateways(t *testing.T) {
 	onB := postEvents(t, b, "on-b", 4)
 	waitDelivered(t, d, "p", append(onA, onB...))
 	waitCharts(t, "both consoles to show 7 accepted and 7 rounds of p", 7, []*app.App{a, b}, a, b)
+	if ttl, replicas := bucketConfig(t, connectJS(t, urls[0]), cluster.DefaultStatsBucket); ttl != cluster.DefaultStatsTTL || replicas != 3 {
+		t.Errorf("%s: ttl %v, %d replicas; want %v, 3 (nats.replicas)", cluster.DefaultStatsBucket, ttl, replicas, cluster.DefaultStatsTTL)
+	}
 
 	if err := b.Stop(context.Background()); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,19 +102,55 @@ func TestStatsShared(t *testing.T) {
 	}
 }
 
-// Without NATS the charts are this gateway's samples, at once.
+// Without NATS the charts are this gateway's samples, at once; they are
+// written once NATS answers.
 func TestStatsSharedWithoutNATS(t *testing.T) {
-	g := newSharedGateway(t, nil, "gw-a", false)
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	up, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var connected atomic.Bool
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{
+		Gateway: "gw-a", Wait: 2 * time.Second,
+		JetStream: func() natsjs.JetStream {
+			if connected.Load() {
+				return up
+			}
+			return nil
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	in := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_inbound_requests_total"}, []string{"source", "outcome"})
+	reg.MustRegister(in)
+	g := sharedGateway{NewStats(reg, StatsConfig{Shared: b}), in.WithLabelValues("s", "accepted")}
+	ctx := context.Background()
 	g.accepted.Add(2)
 	g.Sample(time.Now())
 	start := time.Now()
-	if got := g.shown(context.Background()); got != 2 {
+	if got := g.shown(ctx); got != 2 {
 		t.Errorf("shows %v accepted, want 2", got)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("a sync without NATS took %v", d)
 	}
 	if len(g.pending) != 1 {
-		t.Errorf("%d samples pending, want 1 (written once NATS answers)", len(g.pending))
+		t.Errorf("%d samples pending, want 1", len(g.pending))
+	}
+	connected.Store(true)
+	g.sync(ctx)
+	if len(g.pending) != 0 {
+		t.Errorf("%d samples pending once NATS answers, want 0", len(g.pending))
+	}
+	if got := newSharedGateway(t, up, "gw-b", false).shown(ctx); got != 2 {
+		t.Errorf("another gateway shows %v accepted, want a's 2", got)
 	}
 }
