@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -153,6 +155,10 @@ func (s *Stats) Sample(now time.Time) {
 	inc := increase(s.last, totals)
 	s.last = totals
 	id := sampleID{s.gateway(), now.UnixMilli()}
+	if prev, ok := s.samples[id]; ok { // two samples in one millisecond: one
+		inc = merge(prev, inc)
+		s.pending = slices.DeleteFunc(s.pending, func(p sampleID) bool { return p == id })
+	}
 	s.add(id, inc)
 	if s.cfg.Shared != nil {
 		s.pending = append(s.pending, id)
@@ -221,6 +227,15 @@ func increase(prev, cur counts) counts {
 		if d > 0 {
 			out[k] = d
 		}
+	}
+	return out
+}
+
+// merge is the sum of a and b.
+func merge(a, b counts) counts {
+	out := maps.Clone(a)
+	for k, v := range b {
+		out[k] += v
 	}
 	return out
 }
@@ -396,7 +411,7 @@ func (s *Stats) put(ctx context.Context) {
 	}
 }
 
-// warn logs err at most every 5 minutes.
+// warn logs err, as a warning at most every 5 minutes.
 func (s *Stats) warn(msg string, err error) {
 	s.mu.Lock()
 	now := time.Now()
@@ -405,9 +420,11 @@ func (s *Stats) warn(msg string, err error) {
 		s.warned = now
 	}
 	s.mu.Unlock()
+	lvl := slog.LevelDebug
 	if ok {
-		s.cfg.Log.Warn(msg, "err", err)
+		lvl = slog.LevelWarn
 	}
+	s.cfg.Log.Log(context.Background(), lvl, msg, "err", err)
 }
 
 // poke has the loop read Shared soon (at most every nudgeEvery): a view

@@ -212,3 +212,21 @@ func TestSampleEncoding(t *testing.T) {
 		t.Error("not JSON decoded")
 	}
 }
+
+// Two samples in one millisecond (a tick, then Stop's) are one: the
+// first's increase is not lost under the second's.
+func TestSamplesInOneMillisecond(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	in := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_inbound_requests_total"}, []string{"source", "outcome"})
+	reg.MustRegister(in)
+	s := NewStats(reg, StatsConfig{})
+	now := time.Now()
+	in.WithLabelValues("s", "accepted").Add(3)
+	s.Sample(now)
+	in.WithLabelValues("s", "accepted").Add(1)
+	s.Sample(now)
+	s.Sample(now)
+	if got := s.Window(time.Hour, time.Minute).IntakeTotal["s accepted"]; got != 4 {
+		t.Errorf("accepted %v, want 4", got)
+	}
+}
