@@ -40,17 +40,21 @@ func (c *coalesced[T]) get() T {
 	return f.v
 }
 
-// fly runs f; the run callers queued for meanwhile then starts.
+// fly runs f; the run callers queued for meanwhile then starts, also
+// after a run that panicked (its callers get the zero value; the caller
+// that ran it gets the panic).
 func (c *coalesced[T]) fly(f *flight[T]) {
+	defer func() {
+		c.mu.Lock()
+		next := c.next
+		c.next, c.queued, c.flying = nil, 0, next != nil
+		c.mu.Unlock()
+		close(f.done)
+		if next != nil {
+			go c.fly(next)
+		}
+	}()
 	f.v = c.run()
-	c.mu.Lock()
-	next := c.next
-	c.next, c.queued, c.flying = nil, 0, next != nil
-	c.mu.Unlock()
-	close(f.done)
-	if next != nil {
-		go c.fly(next)
-	}
 }
 
 // waiting is the number of callers waiting for the next run.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Callers that come while a run is in flight share the one run after it:
@@ -46,5 +47,32 @@ func TestCoalescedRuns(t *testing.T) {
 	// Alone, a caller starts its own run.
 	if v := c.get(); v != 3 {
 		t.Fatalf("a caller alone got run %d, want 3", v)
+	}
+}
+
+// A run that panicked (recovered by the request's handler) does not leave
+// the next caller waiting for good.
+func TestCoalescedAfterPanic(t *testing.T) {
+	n := 0
+	c := &coalesced[int]{run: func() int {
+		n++
+		if n == 1 {
+			panic("boom")
+		}
+		return n
+	}}
+	func() {
+		defer func() { _ = recover() }()
+		c.get()
+	}()
+	got := make(chan int, 1)
+	go func() { got <- c.get() }()
+	select {
+	case v := <-got:
+		if v != 2 {
+			t.Errorf("the run after the panic answered %d, want 2", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next caller still waits, 10 s after a run panicked")
 	}
 }

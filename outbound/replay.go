@@ -25,7 +25,8 @@ type replayStore interface {
 // one round runs in the background with the delivery's Idempotency-Key, as
 // for an operator retry; a delivery that already succeeded is sent again.
 // A failed replay round leaves the delivery's state and schedule as they
-// were (a new delivery stays pending for its route's consumer). It returns
+// were (a new delivery goes on on the route's schedule, its event
+// published anew). It returns
 // the deliveries as reset. A delivery with an operator's round queued
 // already makes it ErrRoundQueued, and a paused route ErrRoutePaused,
 // with nothing reset; in cluster mode so does a round of one running
