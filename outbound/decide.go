@@ -72,8 +72,14 @@ const (
 
 // admit decides from a delivery's stored status (err is the read's
 // error) whether a round runs now; if not, what becomes of the message.
-func admit(prev store.DeliveryStatus, err error, now time.Time) (run bool, act action) {
+// took is whether the route took the message's event when it was
+// received: an event it did not, with no delivery, is not the route's
+// (since.go), whatever message brings it (one published anew for
+// another route, or still in the stream when the route came or widened).
+func admit(prev store.DeliveryStatus, err error, took bool, now time.Time) (run bool, act action) {
 	switch {
+	case errors.Is(err, store.ErrNotFound) && !took:
+		return false, actAck
 	case errors.Is(err, store.ErrNotFound):
 		return true, action{}
 	case err != nil:

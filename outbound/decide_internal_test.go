@@ -22,20 +22,25 @@ func TestAdmit(t *testing.T) {
 		err  error
 		run  bool
 		act  action
+		// notTaken: the route did not take the event when it was received.
+		notTaken bool
 	}{
-		{"never delivered", store.DeliveryStatus{}, store.ErrNotFound, true, action{}},
-		{"not found, wrapped", store.DeliveryStatus{}, fmt.Errorf("x: %w", store.ErrNotFound), true, action{}},
-		{"store unavailable", store.DeliveryStatus{}, store.ErrUnavailable, false, nakFor(5 * time.Second)},
-		{"still another event's seq", store.DeliveryStatus{}, store.ErrOtherEvent, false, nakFor(5 * time.Second)},
-		{"pending", store.DeliveryStatus{State: store.StatePending}, nil, true, action{}},
-		{"succeeded", store.DeliveryStatus{State: store.StateSucceeded}, nil, false, actAck},
-		{"dead", store.DeliveryStatus{State: store.StateDead}, nil, false, actAck},
-		{"retrying, due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(-time.Minute)}, nil, true, action{}},
-		{"retrying, due within a second", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Second)}, nil, true, action{}},
-		{"retrying, not yet due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Hour)}, nil, false, nakUntil(now.Add(time.Hour))},
+		{"never delivered", store.DeliveryStatus{}, store.ErrNotFound, true, action{}, false},
+		{"never delivered, not the route's at receipt", store.DeliveryStatus{}, store.ErrNotFound, false, actAck, true},
+		{"pending, not the route's at receipt (a replay to it)", store.DeliveryStatus{State: store.StatePending}, nil, true, action{}, true},
+		{"retrying, not the route's at receipt", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(-time.Minute)}, nil, true, action{}, true},
+		{"not found, wrapped", store.DeliveryStatus{}, fmt.Errorf("x: %w", store.ErrNotFound), true, action{}, false},
+		{"store unavailable", store.DeliveryStatus{}, store.ErrUnavailable, false, nakFor(5 * time.Second), false},
+		{"still another event's seq", store.DeliveryStatus{}, store.ErrOtherEvent, false, nakFor(5 * time.Second), false},
+		{"pending", store.DeliveryStatus{State: store.StatePending}, nil, true, action{}, false},
+		{"succeeded", store.DeliveryStatus{State: store.StateSucceeded}, nil, false, actAck, false},
+		{"dead", store.DeliveryStatus{State: store.StateDead}, nil, false, actAck, false},
+		{"retrying, due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(-time.Minute)}, nil, true, action{}, false},
+		{"retrying, due within a second", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Second)}, nil, true, action{}, false},
+		{"retrying, not yet due", store.DeliveryStatus{State: store.StateRetrying, NextAttemptAt: now.Add(time.Hour)}, nil, false, nakUntil(now.Add(time.Hour)), false},
 	}
 	for _, c := range cases {
-		run, act := admit(c.prev, c.err, now)
+		run, act := admit(c.prev, c.err, !c.notTaken, now)
 		if run != c.run || act != c.act {
 			t.Errorf("%s: admit = %v, %+v; want %v, %+v", c.name, run, act, c.run, c.act)
 		}

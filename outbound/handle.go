@@ -124,7 +124,8 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 // token's scope has a slot.
 func (e *Engine) runDue(ctx context.Context, r *route, ev envelope, scope string, msg natsjs.Msg, prev store.DeliveryStatus, err error) action {
 	now := time.Now()
-	if run, act := admit(prev, err, now); !run {
+	took := !errors.Is(err, store.ErrNotFound) || r.tookMessage(msg, ev)
+	if run, act := admit(prev, err, took, now); !run {
 		return act
 	}
 	if filtered, act := e.filtered(ctx, r, ev, prev); filtered {

@@ -74,6 +74,7 @@ func (p *puller) consumer(ctx context.Context) natsjs.Consumer {
 			cons, err = p.e.ensureConsumer(ctx, p.r)
 		}
 		if err == nil {
+			p.e.agreeSince(ctx, p.r, cons.CachedInfo().Created)
 			return cons
 		}
 		if ctx.Err() != nil {

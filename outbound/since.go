@@ -8,15 +8,19 @@ import (
 	"strconv"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
 // A route added to a running installation is never given the events
-// received before it: the stream dropped them once the routes before it
-// acknowledged them. So retention does not wait for it on those events
-// (Finished), nor does a stream made anew get them back for it (Owed):
-// the store's meta key route_since:<name> holds when the
-// route was first configured (unix ms). On the first start that records
+// received before it: its consumer acks their messages without a
+// delivery (admit), retention does not wait for it on them (Finished),
+// and a stream made anew does not get them back for it (Owed). The
+// store's meta key route_since:<name> holds when the route was first
+// configured (unix ms), lowered to its consumer's creation (agreeSince:
+// in a cluster, the first gateway's). On the first start that records
 // it, every configured route is taken as configured from the start.
 //
 // Likewise a route whose sources or events change is given only the
@@ -181,6 +185,44 @@ func (r *route) took(received int64, source, eventType string) bool {
 	}
 	h := r.takes.Load()
 	return h == nil || tookAt(*h, received, source, eventType)
+}
+
+// tookMessage reports whether the route took the event of msg when it was
+// received (took), by the message's Hookgate-Received-At; a message
+// without a readable one is taken.
+func (r *route) tookMessage(msg natsjs.Msg, ev envelope) bool {
+	if h := r.takes.Load(); r.since.Load() == 0 && (h == nil || len(*h) <= 1) {
+		return true // configured so from the start: it takes what it matches
+	}
+	at, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(jetstream.HeaderReceivedAt))
+	if err != nil {
+		return true
+	}
+	return r.took(at.UnixMilli(), ev.source, ev.typ)
+}
+
+// agreeSince makes the route's since no later than its consumer's
+// creation: every gateway of a cluster shares the consumer, made by the
+// first one configured with the route, and each records its own since
+// when it restarts with the route, later. So all of them give the route
+// the events received from the first one on. Recorded when lowered.
+func (e *Engine) agreeSince(ctx context.Context, r *route, created time.Time) {
+	ms := created.UnixMilli()
+	if created.IsZero() || ms >= r.since.Load() || e.store == nil {
+		return
+	}
+	e.sinceMu.Lock()
+	defer e.sinceMu.Unlock()
+	if ms >= r.since.Load() {
+		return
+	}
+	if err := e.store.SetMeta(ctx, routeSincePrefix+r.cfg.Name, strconv.FormatInt(ms, 10)); err != nil {
+		e.log.Warn("cannot record when the route's consumer was made; its since stays as it was", "route", r.cfg.Name, "err", err)
+		return
+	}
+	e.log.Info("route taken since its consumer was made, by another gateway or before this store", "route", r.cfg.Name,
+		"since", created.UTC().Format(time.RFC3339Nano))
+	r.since.Store(ms)
 }
 
 // Finished reports whether every route that takes an event under the

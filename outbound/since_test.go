@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,13 +48,13 @@ func TestRetentionAfterRouteAdded(t *testing.T) {
 	}
 }
 
-// On a stream made anew, a route added later is not owed the events
-// received before it that it has no delivery of: they are not published
-// again for it, and its downstream never sees them. An event it does have
-// an open delivery of (it was still in the stream when the route came) is
-// still owed, even once the other routes finished it.
+// A route added later is given no event received before it: not those
+// still in the stream when it came (another route's retries keep one
+// there), nor, on a stream made anew, those published again for another
+// route or not at all. Its downstream never sees them. (It was given the
+// ones still in the stream, and then owed them.)
 func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
-	var aUp, bUp atomic.Bool
+	var aUp atomic.Bool
 	failUntil := func(up *atomic.Bool) func(w http.ResponseWriter, r *http.Request, n int) int {
 		return func(w http.ResponseWriter, r *http.Request, n int) int {
 			if !up.Load() && r.Header.Get("X-Hookgate-Event-Id") == "evt_held" {
@@ -63,7 +65,7 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 			return 200
 		}
 	}
-	a, b := newDownstream(t, failUntil(&aUp)), newDownstream(t, failUntil(&bUp))
+	a, b := newDownstream(t, failUntil(&aUp)), newDownstream(t, nil)
 	dir := t.TempDir()
 	cfg := func(routes string) *config.Config { return dirConfig(t, dir, "", routes) }
 	const retry = ", retries: 0, schedule: [1s, 1s, 1s]"
@@ -78,11 +80,12 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 	if err := g.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// b comes: the stream gives it evt_held, not the old events.
+	// b comes: its consumer is given evt_held, and acks it.
 	g = restart(t, cfg(routeYAML("a", a.URL, retry)+routeYAML("b", b.URL, retry)))
-	g.waitState(t, "b", "stripe", "evt_held", store.StateRetrying)
-	aUp.Store(true)
-	g.waitState(t, "a", "stripe", "evt_held", store.StateSucceeded)
+	waitConsumerDone(t, g, "route_b")
+	if d := g.delivery(t, "b", "stripe", "evt_held"); d != nil {
+		t.Errorf("route b, added after evt_held, has a delivery of it: %+v", *d)
+	}
 	published := map[string]time.Time{}
 	for _, id := range old {
 		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
@@ -91,12 +94,14 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 		}
 		published[id] = ev.PublishedAt
 	}
-	g = restartWiped(t, g, &bUp)
-	g.waitState(t, "b", "stripe", "evt_held", store.StateSucceeded)
+	// The stream made anew: evt_held, which a owes, goes again; b acks it.
+	g = restartWiped(t, g, &aUp)
+	g.waitState(t, "a", "stripe", "evt_held", store.StateSucceeded)
 	// Recovery runs before the relay publishes: once evt_new is
 	// delivered, whatever it published again was published before.
 	g.send(t, "evt_new", "invoice.paid")
 	g.waitState(t, "b", "stripe", "evt_new", store.StateSucceeded)
+	waitConsumerDone(t, g, "route_b")
 	for _, id := range old {
 		ev, err := g.Store().GetEvent(context.Background(), "stripe", id)
 		if err != nil {
@@ -105,6 +110,8 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 		if !ev.PublishedAt.Equal(published[id]) {
 			t.Errorf("%s, which a finished and b was added after, was published again", id)
 		}
+	}
+	for _, id := range append(old, "evt_held") {
 		if d := g.delivery(t, "b", "stripe", id); d != nil {
 			t.Errorf("route b, added after %s, has a delivery of it: %+v", id, *d)
 		}
@@ -112,6 +119,23 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 			t.Errorf("b's downstream got %s %d times, want 0", id, n)
 		}
 	}
+}
+
+// waitConsumerDone waits until the consumer has nothing pending or
+// unacknowledged.
+func waitConsumerDone(t *testing.T, g *gateway, name string) {
+	t.Helper()
+	waitFor(t, name+" done", func() (bool, string) {
+		c, err := g.Broker().JetStream().Consumer(context.Background(), g.Broker().Stream(), name)
+		if err != nil {
+			return false, err.Error()
+		}
+		ci, err := c.Info(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		return ci.NumAckPending == 0 && ci.NumPending == 0, fmt.Sprintf("ack pending %d, pending %d", ci.NumAckPending, ci.NumPending)
+	})
 }
 
 // dirConfig is a gateway's config on data_dir dir, the Stripe source, the
@@ -219,4 +243,33 @@ func waitPublished(t *testing.T, g *gateway, id string) {
 		}
 		return !ev.PublishedAt.IsZero(), "not yet"
 	})
+}
+
+// A route's since is never later than its consumer's creation: in a
+// cluster each gateway records its own since when it restarts with a new
+// route, after the first made the route's shared consumer, and an event
+// received in between must still be the route's on every gateway. Here
+// the store's since is an hour ahead of the consumer this start makes.
+func TestRouteSinceAgreesWithConsumer(t *testing.T) {
+	ds := newDownstream(t, nil)
+	dir := t.TempDir()
+	cfg := dirConfig(t, dir, "", routeYAML("b", ds.URL, ""))
+	st, err := store.Open(context.Background(), store.Config{Path: cfg.Store.Path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	for k, v := range map[string]string{"routes_since_kept": "1", "route_since:b": later} {
+		if err := st.SetMeta(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	g := restart(t, cfg)
+	g.send(t, "evt_1", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_1", store.StateSucceeded)
+	v, err := g.Store().Meta(context.Background(), "route_since:b")
+	if err != nil || v == later {
+		t.Errorf("route_since:b = %q, %v; want the consumer's creation, recorded", v, err)
+	}
 }
