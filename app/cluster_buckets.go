@@ -12,11 +12,12 @@ import (
 
 // ensureDeliveries readies the cluster delivery state's bucket (cluster
 // mode only): created, or updated to the config, now if NATS answers
-// (else at the first round).
+// (else at the first round). Stop stops its background writes.
 func (a *App) ensureDeliveries(ctx context.Context) error {
 	if a.deliveries == nil {
 		return nil
 	}
+	a.started("cluster delivery state", a.deliveries) // stopped after the engine, before the broker
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := a.deliveries.Ensure(ectx); err != nil {

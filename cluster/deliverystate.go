@@ -84,6 +84,14 @@ type DeliveryState struct {
 	mu      sync.Mutex
 	held    map[string]*claim // by KV key
 	failing failures          // of claims
+
+	// Outcomes tried again in the background (releaseLater): bg ends
+	// with Stop, which waits for them; shutdown bounds their last try.
+	bg       context.Context
+	bgStop   context.CancelFunc
+	later    sync.WaitGroup
+	stopped  bool            // under mu
+	shutdown context.Context // set before bgStop
 }
 
 // claim is a lease this process holds: the entry as it wrote it, and its
@@ -163,6 +171,7 @@ func NewDeliveryState(js func() natsjs.JetStream, local outbound.StatusRecorder,
 	}
 	s := &DeliveryState{js: js, local: local, cfg: cfg, leases: map[string]time.Duration{}, log: log,
 		now: time.Now, held: map[string]*claim{}}
+	s.bg, s.bgStop = context.WithCancel(context.Background())
 	s.lease = LeaseFor(outbound.Route{}) + cfg.LeaseMargin
 	var longest time.Duration
 	for _, r := range cfg.Routes {
@@ -468,7 +477,7 @@ func (s *DeliveryState) Claim(ctx context.Context, k outbound.DeliveryKey) bool 
 // Release ends a claim: the lease is cleared by compare-and-set, unless
 // the round's outcome already cleared it; an outcome Record could not
 // write is written with it, and, while the bucket does not answer, tried
-// again in the background until the lease ends (the claim held
+// again in the background until the lease ends or Stop (the claim held
 // meanwhile: no round of it runs here, and it reads as its outcome). A
 // release without an outcome that cannot be written leaves the lease to
 // end by itself.
@@ -492,12 +501,21 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 		return
 	}
 	next.Owner, next.Lease = "", 0
-	nrev, err := s.release(key, next, rev, outcome)
+	nrev, err := s.release(context.Background(), key, next, rev, outcome)
 	if releaseAgain(err, outcome, s.now(), until) {
-		s.log.Warn("cannot write a delivery round's outcome yet; trying again while its lease holds", "route", k.Route,
-			"source", k.Source, "event_id", k.EventID, "err", err)
-		go s.releaseLater(k, key, next, rev, unsent, until)
-		return
+		s.mu.Lock()
+		stopped := s.stopped
+		if !stopped {
+			s.later.Add(1)
+		}
+		s.mu.Unlock()
+		if !stopped {
+			s.log.Warn("cannot write a delivery round's outcome yet; trying again while its lease holds", "route", k.Route,
+				"source", k.Source, "event_id", k.EventID, "err", err)
+			go s.releaseLater(k, key, next, rev, unsent, until)
+			return
+		}
+		err = fmt.Errorf("%w (the delivery state is stopped)", err)
 	}
 	if err == nil && unreset && s.cfg.Replica != nil {
 		// The state put back is the cluster's now: its record goes to the
@@ -517,18 +535,42 @@ func releaseAgain(err error, outcome bool, now, until time.Time) bool {
 }
 
 // releaseLater tries the release of an outcome again, with backoff, until
-// it is written or releaseAgain says no more.
+// it is written or releaseAgain says no more; at Stop it makes one last
+// try within the shutdown's context.
 func (s *DeliveryState) releaseLater(k outbound.DeliveryKey, key string, next record, rev uint64, unsent *unsentRound, until time.Time) {
+	defer s.later.Done()
 	wait := claimPoll
-	for {
-		time.Sleep(wait)
+	for sleep(s.bg, wait) {
 		wait = min(2*wait, 4*time.Second)
-		nrev, err := s.release(key, next, rev, true)
+		nrev, err := s.release(s.bg, key, next, rev, true)
 		if !releaseAgain(err, true, s.now(), until) {
 			s.released(k, key, true, nrev, err, unsent)
 			return
 		}
 	}
+	nrev, err := s.release(s.shutdown, key, next, rev, true)
+	if err != nil {
+		err = fmt.Errorf("%w (the delivery state stopped)", err)
+	}
+	s.released(k, key, true, nrev, err, unsent)
+}
+
+// Stop ends the background tries of outcomes not yet written (Release),
+// each with one last try within ctx, and waits for them; an outcome then
+// not written is logged as given up. Call it once no round runs (after
+// the engine stops) and before the broker and the store close. Safe to
+// call twice.
+func (s *DeliveryState) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped, s.shutdown = true, ctx
+	s.mu.Unlock()
+	s.bgStop()
+	s.later.Wait()
+	return nil
 }
 
 // released ends a release written at revision rev (err nil) or given up:
@@ -553,7 +595,7 @@ func (s *DeliveryState) released(k outbound.DeliveryKey, key string, outcome boo
 	}
 	switch {
 	case err != nil && outcome:
-		s.log.Warn("cannot write a delivery round's outcome by its lease's end; the delivery may be sent again", "route", k.Route,
+		s.log.Warn("cannot write a delivery round's outcome; given up, the delivery may be sent again", "route", k.Route,
 			"source", k.Source, "event_id", k.EventID, "err", err)
 	case err != nil:
 		s.log.Warn("cannot release a delivery lease; it ends by itself", "route", k.Route,
@@ -562,17 +604,18 @@ func (s *DeliveryState) released(k outbound.DeliveryKey, key string, outcome boo
 }
 
 // release writes next (the lease cleared) over revision rev, trying again
-// within Wait while the bucket does not answer (a leader just elected).
+// within Wait (and ctx) while the bucket does not answer (a leader just
+// elected).
 // With mine, a revision mismatch whose entry (read past rev) is next is
 // this process's own earlier write, committed after its answer was lost:
 // it stands.
-func (s *DeliveryState) release(key string, next record, rev uint64, mine bool) (uint64, error) {
+func (s *DeliveryState) release(ctx context.Context, key string, next record, rev uint64, mine bool) (uint64, error) {
 	data, err := json.Marshal(next)
 	if err != nil {
 		return 0, err
 	}
 	deadline := s.now().Add(s.cfg.Wait)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Wait)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
 	for {
 		var kv natsjs.KeyValue

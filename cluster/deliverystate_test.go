@@ -48,7 +48,9 @@ func gatewayState(t *testing.T, url, owner string, cfg cluster.DeliveryStateConf
 	st := openStore(t)
 	js := connectJS(t, url)
 	cfg.Owner = owner
-	return cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cfg, testLog()), st
+	s := cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cfg, testLog())
+	t.Cleanup(func() { _ = s.Stop(context.Background()) }) // before the store closes
+	return s, st
 }
 
 // openStore opens a store in t.TempDir(), closed when the test ends.

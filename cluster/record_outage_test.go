@@ -3,8 +3,13 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
@@ -88,6 +93,68 @@ func TestOutcomeWrittenAfterFailedRelease(t *testing.T) {
 		a.Release(ka)
 		if err != nil || st.State != store.StateSucceeded {
 			t.Fatalf("a's next claim reads %+v, %v; want succeeded", st, err)
+		}
+	}
+}
+
+// An outcome still tried again in the background when the gateway stops
+// (the bucket without a quorum) ends with Stop: one last try within the
+// shutdown's context, the outcome given up logged, and nothing left
+// running to write once the broker and the store are closed.
+func TestStopEndsOutcomeTries(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	var log gatewaytest.SyncBuffer
+	st := openStore(t)
+	js := connectJS(t, nc.URL)
+	a := cluster.NewDeliveryState(func() natsjs.JetStream { return js }, st, cluster.DeliveryStateConfig{Owner: "gw-a",
+		Replicas: 3, Wait: time.Second, LeaseMargin: 10 * time.Minute, Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}},
+		slog.New(slog.NewTextHandler(&log, nil)))
+	k := adopt(t, st, "r", "s", "e1")
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the bucket is made at first use
+	defer cancel()
+	if !a.Claim(cctx, k) {
+		t.Fatal("no claim within 30s")
+	}
+	nc.Stop(1) // no quorum until the end
+	nc.Stop(2)
+	if err := a.Record(ctx, delivery(k, store.StateSucceeded), []store.Attempt{{StartedAt: time.Now(), Status: 200}}); err == nil {
+		t.Fatal("an outcome written without a quorum")
+	}
+	a.Release(k) // tried again in the background: the lease holds 10 minutes
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+	defer scancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Stop(sctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop = %v", err)
+		}
+	case <-time.After(time.Minute): // a hang, not a timing
+		t.Fatal("Stop did not return within a minute, its context 2s")
+	}
+	// A try that returned may still be on its way out; one left running
+	// sleeps until the lease ends (10 minutes).
+	mine := fmt.Sprintf("(*DeliveryState).releaseLater(%p", a)
+	gatewaytest.WaitFor(t, "no try of the outcome running after Stop", 10*time.Second, func() (bool, string) {
+		for _, g := range strings.Split(stacks(), "\n\n") {
+			if strings.Contains(g, mine) {
+				return false, g
+			}
+		}
+		return true, ""
+	})
+	if !strings.Contains(log.String(), "given up") {
+		t.Fatalf("the outcome given up at Stop is not logged; the log:\n%s", log.String())
+	}
+}
+
+// stacks is every goroutine's stack.
+func stacks() string {
+	for buf := make([]byte, 1<<20); ; buf = make([]byte, 2*len(buf)) {
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			return string(buf[:n])
 		}
 	}
 }
