@@ -88,12 +88,15 @@ func TestOutcomeWrittenAfterFailedRelease(t *testing.T) {
 		st, err := b.Status(ctx, "r", kb.Seq, "s", "e1")
 		return err == nil && st.State == store.StateSucceeded, fmt.Sprintf("%+v, %v", st, err)
 	})
-	if a.TryClaim(ctx, ka) {
-		st, err := a.Status(ctx, "r", ka.Seq, "s", "e1")
-		a.Release(ka)
-		if err != nil || st.State != store.StateSucceeded {
-			t.Fatalf("a's next claim reads %+v, %v; want succeeded", st, err)
-		}
+	// a's claim is let go once the outcome is written: its next claim
+	// reads the outcome.
+	gatewaytest.WaitFor(t, "a's next claim", 30*time.Second, func() (bool, string) {
+		return a.TryClaim(ctx, ka), "refused"
+	})
+	st, err := a.Status(ctx, "r", ka.Seq, "s", "e1")
+	a.Release(ka)
+	if err != nil || st.State != store.StateSucceeded {
+		t.Fatalf("a's next claim reads %+v, %v; want succeeded", st, err)
 	}
 }
 
