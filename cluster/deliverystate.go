@@ -501,7 +501,9 @@ func (s *DeliveryState) Release(k outbound.DeliveryKey) {
 		return
 	}
 	next.Owner, next.Lease = "", 0
-	nrev, err := s.release(context.Background(), key, next, rev, outcome)
+	// The put-back of an Unreset is this process's write as an outcome
+	// is: met again after its answer was lost, it stands and is recorded.
+	nrev, err := s.release(context.Background(), key, next, rev, outcome || unreset)
 	if releaseAgain(err, outcome, s.now(), until) {
 		s.mu.Lock()
 		stopped := s.stopped

@@ -241,3 +241,53 @@ func kvFixture(t *testing.T) (natsjs.JetStream, *store.Store, *slog.Logger) {
 	t.Cleanup(func() { st.Close() })
 	return js, st, log
 }
+
+// The state an Unreset puts back, whose write was committed but whose
+// answer was lost, is the release's own when its next try meets it: the
+// entry holds it, and its record goes to the other gateways, which
+// applied the reset's pending.
+func TestUnresetWithLostAnswerIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	js, st, log := kvFixture(t)
+	s := NewDeliveryState(func() natsjs.JetStream { return js }, st,
+		DeliveryStateConfig{Owner: "gw-a", Replica: st, Origin: "gw-a"}, log)
+	if err := s.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv := &lostAnswerKV{KeyValue: s.kv}
+	s.kv = kv
+	seq, _, err := st.AdoptEvent(ctx, &store.Event{Source: "s", ID: "e1", Type: "t", Body: []byte("{}")}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := outbound.DeliveryKey{Route: "r", Seq: seq, Source: "s", EventID: "e1", Fresh: true}
+	if !s.TryClaim(ctx, k) {
+		t.Fatal("no claim")
+	}
+	d := &store.Delivery{EventSeq: seq, Route: "r", Source: "s", EventID: "e1", EventType: "t",
+		IdempotencyKey: outbound.IdempotencyKey("r", "s", "e1"), State: store.StateDead, LastStatus: 500}
+	if err := s.Record(ctx, d, []store.Attempt{{StartedAt: time.Now(), Status: 500}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Release(k)
+	k.Fresh = false
+	if _, _, err := s.Reset(ctx, k, false); err != nil { // an operator's retry: pending
+		t.Fatal(err)
+	}
+	if !s.TryClaim(ctx, k) {
+		t.Fatal("no claim of the operator's round")
+	}
+	s.Unreset(k, store.StateDead) // the round ran nothing
+	before, err := st.CountRecordsOut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.armed = true
+	s.Release(k)
+	if e, _, _, err := s.get(ctx, DeliveryKey("r", "s", "e1")); err != nil || e.State != store.StateDead || e.Owner != "" {
+		t.Fatalf("the entry after the release: %+v, %v; want dead, no lease", e, err)
+	}
+	if n, err := st.CountRecordsOut(ctx); err != nil || n != before+1 {
+		t.Fatalf("records waiting for the other gateways = %d, %v; want %d (the state put back)", n, err, before+1)
+	}
+}
