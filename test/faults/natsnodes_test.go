@@ -24,7 +24,8 @@ import (
 
 // Scenario 13: cluster mode on a 3-node NATS cluster of nats-server
 // processes, 2 gateways behind the load balancer, each event sent as 2–3
-// copies to random gateways over 33s. Under load: the node leading HOOKGATE_CLAIMS
+// copies to random gateways, events sent from the start until after the
+// last fault (33s at least). Under load: the node leading HOOKGATE_CLAIMS
 // is SIGKILLed and restarted; gateway 1's NATS connections are frozen (a
 // silent partition: nothing passes either way, nothing is closed) while
 // gateway 0 runs, then thawed; the node leading the events stream is
@@ -55,7 +56,9 @@ func TestClusterNATSNodesKilled(t *testing.T) {
 	s.provider.start(16, 0)
 	s.forger.run(evs)
 	fed := time.Now()
-	stopFeed := cs.feed(evs, 100*time.Millisecond) // over 33s: every fault under load
+	// Over 33s at least, and until after the last fault, however long
+	// each step waits: every fault under load.
+	stopFeed := cs.feed(evs, "nn", 100*time.Millisecond)
 	t.Cleanup(stopFeed)
 	at := func() string {
 		return fmt.Sprintf("%s into the load (%d sends pending, %d downstream requests)",
@@ -117,38 +120,62 @@ func TestClusterNATSNodesKilled(t *testing.T) {
 const claimsStream = "KV_HOOKGATE_CLAIMS"
 
 // feed sends 2 or 3 copies of each event (an event every spacing) at
-// moments of the seed spread over 3s, past the duplicate window, until
-// the returned stop is called, which waits for the feeder.
-func (cs *clusterScenario) feed(evs []*event, spacing time.Duration) (stop func()) {
+// moments of the seed spread over 3s, past the duplicate window: evs
+// first, then events it makes as it goes (IDs evt_<prefix><n>_…), so
+// that load goes on arriving however long the faults take. The returned
+// stop waits until every copy of evs is sent, then stops the feeder and
+// waits for it.
+func (cs *clusterScenario) feed(evs []*event, prefix string, spacing time.Duration) (stop func()) {
 	s := cs.s
 	rng := newRNG(s.seed, 10)
 	type send struct {
-		at time.Duration
-		ev *event
+		at    time.Duration
+		ev    *event
+		first bool // a copy of evs
 	}
-	var plan []send
-	for i, ev := range evs {
-		base := time.Duration(i) * spacing
-		for range 2 + rng.intn(2) {
-			plan = append(plan, send{base + rng.between(0, 3*time.Second), ev})
-		}
-	}
-	slices.SortStableFunc(plan, func(a, b send) int { return int(a.at - b.at) })
-	quit, done := make(chan struct{}), make(chan struct{})
+	quit, done, firstSent := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		start := time.Now()
-		for _, p := range plan {
+		var pending []send // by at
+		batch, next, firstLeft := evs, 0, 0
+		for i := 0; ; {
+			// Plan every event whose copies may come before the next send.
+			for len(pending) == 0 || time.Duration(i)*spacing <= pending[0].at {
+				if next == len(batch) {
+					batch, next = s.newEvents(fmt.Sprintf("%s%d", prefix, i/len(evs)), len(evs), 0), 0
+				}
+				base := time.Duration(i) * spacing
+				for range 2 + rng.intn(2) {
+					pending = append(pending, send{base + rng.between(0, 3*time.Second), batch[next], i < len(evs)})
+					if i < len(evs) {
+						firstLeft++
+					}
+				}
+				next++
+				i++
+				slices.SortStableFunc(pending, func(a, b send) int { return int(a.at - b.at) })
+			}
+			p := pending[0]
+			pending = pending[1:]
 			if !sleepUntil(quit, time.Until(start.Add(p.at))) {
 				return
 			}
 			s.provider.add(p.ev)
+			if p.first {
+				if firstLeft--; firstLeft == 0 && i >= len(evs) {
+					close(firstSent)
+				}
+			}
 		}
 	}()
 	var once sync.Once
 	return func() {
-		<-done // the whole plan is sent
-		once.Do(func() { close(quit) })
+		once.Do(func() {
+			<-firstSent
+			close(quit)
+		})
+		<-done
 	}
 }
 
