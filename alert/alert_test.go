@@ -418,8 +418,8 @@ func TestMalformedAnswerLoggedShort(t *testing.T) {
 	var logs strings.Builder
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	a, err := alert.New(alert.Config{URL: "http://" + ln.Addr().String() + "/hook", Secret: secret, Retries: 0,
-		Registerer: reg, Every: time.Hour}, log)
+	a, err := alert.New(alert.Config{URL: "http://" + ln.Addr().String() + "/hook", Secret: secret,
+		RetryWaitMin: time.Millisecond, RetryWaitMax: 2 * time.Millisecond, Registerer: reg, Every: time.Hour}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

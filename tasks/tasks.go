@@ -77,10 +77,12 @@ type Handler struct {
 	notify  func()
 	keyTTL  time.Duration
 	maxBody int
-	cluster Cluster
-	wait    time.Duration // bounds each request to cluster
-	log     *slog.Logger
-	answers *prometheus.CounterVec
+	// maxStored bounds a task as stored (Config.MaxStored).
+	maxStored int
+	cluster   Cluster
+	wait      time.Duration // bounds each request to cluster
+	log       *slog.Logger
+	answers   *prometheus.CounterVec
 }
 
 // Config tunes the task API. New fills in the default stated on a field
@@ -101,6 +103,11 @@ type Config struct {
 	Cluster Cluster
 	// ClusterTimeout bounds each request to Cluster. Default 500ms.
 	ClusterTimeout time.Duration
+	// MaxStored is the most bytes a task may take as stored and published
+	// (JSON, its body base64-encoded): the broker's max payload less its
+	// header room. A task past it, or past four thirds of MaxBody and
+	// 1 KiB if that is more, is 413. Default 0: that bound alone.
+	MaxStored int
 }
 
 // Defaults of Config.
@@ -123,7 +130,8 @@ func New(cfg Config, st Store, policy URLChecker, notify func(), reg prometheus.
 		cfg.ClusterTimeout = DefaultClusterTimeout
 	}
 	h := &Handler{store: st, policy: policy, notify: notify, keyTTL: cfg.KeyTTL, maxBody: cfg.MaxBody,
-		cluster: cfg.Cluster, wait: cfg.ClusterTimeout, log: log,
+		maxStored: max(cfg.MaxBody+cfg.MaxBody/3+storedSlack, cfg.MaxStored),
+		cluster:   cfg.Cluster, wait: cfg.ClusterTimeout, log: log,
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_task_requests_total",
 			Help: "Task API answers by outcome (created, replayed, in_flight, mismatch, invalid, refused, unavailable).",
@@ -205,7 +213,7 @@ func (h *Handler) admit(c *fiber.Ctx) (key string, tr *store.TaskRequest, err er
 	if perr != nil {
 		return "", nil, h.fail("invalid", perr.Status, perr.Code, perr.Message)
 	}
-	if limit := h.maxBody + h.maxBody/3 + storedSlack; storedSize(tr) > limit {
+	if limit := h.maxStored; storedSize(tr) > limit {
 		return "", nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf(
 			"the task as stored is larger than %d bytes: its body is stored base64-encoded, its URL and header values JSON-escaped (<, > and & take 6 bytes each)", limit))
 	}
