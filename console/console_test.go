@@ -170,6 +170,8 @@ func TestClusterMode(t *testing.T) {
 	}
 	if a, body := g.get(t, opToken, "/console/f/overview"); a.StatusCode != 200 || !strings.Contains(body, `data-route="broken"`) {
 		t.Fatalf("overview: %d %s", a.StatusCode, body)
+	} else if !strings.Contains(body, "every gateway's counters") || strings.Contains(body, "since it started") {
+		t.Errorf("overview's note does not say the charts are every gateway's, kept a day:\n%s", body)
 	}
 	g.failing.Store(false)
 	req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/deliveries/"+m[1]+"/retry", nil)
