@@ -38,7 +38,7 @@ type Stats struct {
 	mu      sync.Mutex
 	last    counts              // the totals at the previous sample; nil before the first
 	samples map[sampleID]counts // every gateway's increases known
-	newest  int64               // the latest sample's time, unix ms
+	newest  int64               // the windows' end, unix ms: the latest sample, none past this gateway's clock
 	pending []sampleID          // this gateway's samples not yet in Shared, oldest first
 	nudged  time.Time
 	warned  time.Time
@@ -91,9 +91,9 @@ const (
 	// maxSamples bounds the samples kept, every gateway's: a minute's of
 	// 34 gateways over keepFor.
 	maxSamples = 50_000
-	// maxAhead is how far past this gateway's clock another's sample may
-	// be; one further is skipped.
-	maxAhead = time.Hour
+	// aheadSamples is how many sampling intervals past this gateway's
+	// clock another's sample may be; one further is skipped.
+	aheadSamples = 2
 	// nudgeEvery is how often a view of the charts reads Shared at most.
 	nudgeEvery = 2 * time.Second
 )
@@ -159,7 +159,7 @@ func (s *Stats) Sample(now time.Time) {
 		inc = merge(prev, inc)
 		s.pending = slices.DeleteFunc(s.pending, func(p sampleID) bool { return p == id })
 	}
-	s.add(id, inc)
+	s.add(id, inc, id.at)
 	if s.cfg.Shared != nil {
 		s.pending = append(s.pending, id)
 		if n := len(s.pending) - int(keepFor/s.cfg.Every) - 1; n > 0 {
@@ -249,14 +249,15 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// add keeps a sample. Held: mu.
-func (s *Stats) add(id sampleID, c counts) {
+// add keeps a sample; the windows end at it, or at clock (this gateway's
+// time, unix ms) if it is later. Held: mu.
+func (s *Stats) add(id sampleID, c counts, clock int64) {
 	s.samples[id] = c
-	s.newest = max(s.newest, id.at)
+	s.newest = max(s.newest, min(id.at, clock))
 }
 
-// prune drops the samples older than keepFor before the newest, and the
-// oldest past maxSamples. Held: mu.
+// prune drops the samples older than keepFor before the windows' end, and
+// the oldest past maxSamples. Held: mu.
 func (s *Stats) prune() {
 	cut := s.newest - keepFor.Milliseconds()
 	for id := range s.samples {
@@ -341,17 +342,19 @@ func (s *Stats) sync(ctx context.Context) {
 	defer s.syncMu.Unlock()
 	entries, anew, err := s.cfg.Shared.Read(ctx)
 	s.mu.Lock()
-	ahead := time.Now().Add(maxAhead).UnixMilli()
+	now := time.Now()
+	clock, ahead := now.UnixMilli(), now.Add(aheadSamples*s.cfg.Every).UnixMilli()
 	for _, e := range entries {
 		if e.At.UnixMilli() > ahead {
-			continue // a clock far ahead would end every window there
+			s.cfg.Log.Debug("console stats: a sample ahead of this gateway's clock skipped", "gateway", e.Gateway, "at", e.At)
+			continue
 		}
 		c, derr := decodeSample(e.Value)
 		if derr != nil {
 			s.cfg.Log.Debug("console stats: a sample skipped", "gateway", e.Gateway, "err", derr)
 			continue
 		}
-		s.add(sampleID{e.Gateway, e.At.UnixMilli()}, c)
+		s.add(sampleID{e.Gateway, e.At.UnixMilli()}, c, clock)
 	}
 	if anew {
 		s.requeue()

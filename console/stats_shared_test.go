@@ -156,3 +156,42 @@ func TestStatsSharedWithoutNATS(t *testing.T) {
 		t.Errorf("another gateway shows %v accepted, want a's 2", got)
 	}
 }
+
+// Another gateway's clock ahead moves neither the windows' end nor what is
+// pruned: both follow this gateway's clock, and a sample more than two
+// sampling intervals ahead of it is not counted.
+func TestStatsClockAhead(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	a, b := newSharedGateway(t, js, "gw-a", false), newSharedGateway(t, js, "gw-b", false)
+	a.accepted.Inc()
+	a.Sample(now.Add(-23*time.Hour - 44*time.Minute)) // in the day's window wherever now is in its step
+	// One accepted a minute, the last 90 minutes.
+	for m := 89; m >= 0; m-- {
+		a.accepted.Inc()
+		a.Sample(now.Add(-time.Duration(m) * time.Minute))
+	}
+	b.accepted.Add(100)
+	b.Sample(now.Add(50 * time.Minute)) // b's clock 50 minutes ahead
+	b.sync(ctx)
+	if got := a.shown(ctx); got != 60 {
+		t.Errorf("a's hour shows %v accepted, want its 60", got)
+	}
+	day := a.Window(24*time.Hour, 15*time.Minute)
+	if got := day.IntakeTotal["s accepted"]; got != 91 {
+		t.Errorf("a's day shows %v accepted, want its 91 (b's sample ahead not counted, none pruned)", got)
+	}
+	if end := now.Truncate(15 * time.Minute).Add(15 * time.Minute).Unix(); day.To > end {
+		t.Errorf("a's day ends at %d, past its clock's step (%d)", day.To, end)
+	}
+}
