@@ -79,3 +79,68 @@ func TestConsoleChartsAcrossGateways(t *testing.T) {
 	waitDelivered(t, d, "p", more)
 	waitCharts(t, "both consoles to show 9 accepted and 9 rounds of p", 9, []*app.App{a, b}, a, b)
 }
+
+// Two deployments on one NATS (each its own nats.stream) chart their own
+// traffic alone: each console reads its deployment's samples, written
+// after the other deployment's, and shows none of the other's.
+func TestConsoleChartsPerDeployment(t *testing.T) {
+	url := gatewaytest.RunNATS(t, 0, t.TempDir()).ClientURL()
+	gateway := func(name, stream string) *app.App {
+		return runGateway(t, name, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+nats: {url: %q, stream: %s}
+cluster: {enabled: true}
+api: {tokens: [%q]}
+sources:
+  - {name: s, verify: none, id_field: id, type_field: type}
+`, t.TempDir(), url, stream, apiToken))
+	}
+	// wait waits until each gateway of show charts accepted events, every
+	// one sampling now and then meanwhile.
+	wait := func(what string, accepted float64, show ...*app.App) {
+		t.Helper()
+		var last time.Time
+		gatewaytest.WaitFor(t, what, 60*time.Second, func() (bool, string) {
+			if time.Since(last) > 500*time.Millisecond {
+				for _, g := range show {
+					g.ConsoleStats().Sample(time.Now())
+				}
+				last = time.Now()
+			}
+			ok, state := true, ""
+			for i, g := range show {
+				acc, _, s := chartTotals(t, g)
+				state += fmt.Sprintf("gateway %d: %s; ", i, s)
+				ok = ok && acc == accepted
+			}
+			return ok, state
+		})
+	}
+	s1, s2 := gateway("s1", "STAGING_EVENTS"), gateway("s2", "STAGING_EVENTS")
+	postEvents(t, s1, "s1", 4)
+	postEvents(t, s2, "s2", 6)
+	wait("staging's consoles to show its 10 accepted", 10, s1, s2)
+	p1, p2 := gateway("p1", "HOOKGATE_EVENTS"), gateway("p2", "HOOKGATE_EVENTS")
+	postEvents(t, p1, "p1", 3)
+	postEvents(t, p2, "p2", 2)
+	wait("production's consoles to show its 5 accepted, none of staging's", 5, p1, p2)
+	postEvents(t, s2, "s2-more", 1)
+	wait("staging's consoles to show its 11 accepted, none of production's", 11, s1, s2)
+}
+
+// The stats bucket is named by the deployment's stream, a name a bucket
+// can have.
+func TestStatsBucketName(t *testing.T) {
+	for _, c := range []struct{ stream, want string }{
+		{"", "HOOKGATE_STATS"},
+		{"HOOKGATE_EVENTS", "HOOKGATE_STATS"},
+		{"STAGING_EVENTS", "HOOKGATE_STATS_STAGING_EVENTS"},
+		{"ev-2", "HOOKGATE_STATS_ev-2"},
+		{"é+#", "HOOKGATE_STATS_32a0f6f3def748b8"},
+	} {
+		if got := cluster.StatsBucketName(c.stream); got != c.want {
+			t.Errorf("StatsBucketName(%q) = %q, want %q", c.stream, got, c.want)
+		}
+	}
+}
