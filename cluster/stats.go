@@ -66,6 +66,10 @@ const defaultEventsStream = "HOOKGATE_EVENTS"
 // DefaultStatsTTL is StatsConfig.TTL's default.
 const DefaultStatsTTL = 25 * time.Hour
 
+// ErrStatsNotConnected is the bucket's error while the broker is not
+// connected to NATS.
+var ErrStatsNotConnected = errors.New("cluster stats: not connected to nats")
+
 // maxStatsValue bounds a sample read from the bucket.
 const maxStatsValue = 256 << 10
 
@@ -245,7 +249,7 @@ func (b *StatsBucket) stream(ctx context.Context) (natsjs.Stream, error) {
 		}
 		js := b.cfg.JetStream()
 		if js == nil {
-			return nil, errors.New("cluster stats: not connected to nats")
+			return nil, ErrStatsNotConnected
 		}
 		var s natsjs.Stream
 		err = whileNoLeader(ctx, func() (err error) {
@@ -274,7 +278,7 @@ func (b *StatsBucket) open(ctx context.Context) (natsjs.KeyValue, error) {
 		return b.kv, nil
 	}
 	if js == nil {
-		return nil, errors.New("cluster stats: not connected to nats")
+		return nil, ErrStatsNotConnected
 	}
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
 	defer cancel()

@@ -332,8 +332,8 @@ func decodeSample(b []byte) (counts, error) {
 }
 
 // sync reads the samples Shared has that are new here, and writes this
-// gateway's that it does not have yet; all of it again when Shared was
-// made anew.
+// gateway's that it does not have yet (also when the read failed, unless
+// NATS is not connected); all of it again when Shared was made anew.
 func (s *Stats) sync(ctx context.Context) {
 	if s.cfg.Shared == nil {
 		return
@@ -363,7 +363,9 @@ func (s *Stats) sync(ctx context.Context) {
 	s.mu.Unlock()
 	if err != nil {
 		s.warn("console stats: cannot read the gateways' samples; the charts show what this gateway knows", err)
-		return
+		if errors.Is(err, cluster.ErrStatsNotConnected) {
+			return
+		}
 	}
 	s.put(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -193,5 +194,40 @@ func TestStatsClockAhead(t *testing.T) {
 	}
 	if end := now.Truncate(15 * time.Minute).Add(15 * time.Minute).Unix(); day.To > end {
 		t.Errorf("a's day ends at %d, past its clock's step (%d)", day.To, end)
+	}
+}
+
+// A user allowed to write the bucket but not to read it (no consumers)
+// still writes its samples: a failed read stops no write.
+func TestStatsPutWhenReadFails(t *testing.T) {
+	srv := gatewaytest.RunNATSWith(t, server.Options{StoreDir: t.TempDir(), Users: []*server.User{
+		{Username: "admin", Password: "admin-pw"},
+		{Username: "writer", Password: "writer-pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.>"}},
+		}},
+	}})
+	connect := func(user, pw string) natsjs.JetStream {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := natsjs.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	ctx := context.Background()
+	b := newSharedGateway(t, connect("admin", "admin-pw"), "gw-b", false)
+	b.accepted.Add(1)
+	b.Sample(time.Now())
+	b.sync(ctx)
+	w := newSharedGateway(t, connect("writer", "writer-pw"), "gw-w", false)
+	w.accepted.Add(2)
+	w.Sample(time.Now())
+	w.sync(ctx)
+	if got := b.shown(ctx); got != 3 {
+		t.Errorf("another gateway shows %v accepted, want its 1 and the writer's 2", got)
 	}
 }
