@@ -133,6 +133,7 @@ func (a *App) Start(ctx context.Context) error {
 	}{
 		{"open store", a.openStore},
 		{"connect jetstream", a.connectBroker},
+		{"ready console stats' last sample", a.readyConsoleFlush},
 		{"check max_body against the broker", a.checkPayload},
 		{"ready cluster claims", a.startClaims},
 		{"start cluster records", a.startRecords},

@@ -171,7 +171,7 @@ func TestStopUnwindsWhatStarted(t *testing.T) {
 	for _, s := range a.running {
 		names = append(names, s.name)
 	}
-	if want := []string{"store", "broker", "relay", "deliveries", "retention"}; !slices.Equal(names, want) {
+	if want := []string{"store", "broker", "console stats' last sample", "relay", "deliveries", "retention"}; !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v (http failed)", names, want)
 	}
 	if err := a.Stop(context.Background()); err != nil {

@@ -85,6 +85,19 @@ func (a *App) startConsoleStats(ctx context.Context) error {
 	return nil
 }
 
+// readyConsoleFlush has Stop take the console's last sample after every
+// service started later (the HTTP server, the deliveries) has stopped,
+// before NATS.
+func (a *App) readyConsoleFlush(context.Context) error {
+	a.started("console stats' last sample", stopFunc(func(ctx context.Context) error {
+		if a.consoleStats != nil {
+			a.consoleStats.Flush(ctx)
+		}
+		return nil
+	}))
+	return nil
+}
+
 // consoleRegisterer registers a collector in Registry and in the registry
 // the console samples: that one holds only the intake and delivery
 // counters, so sampling it reads no gauge (some are cached reads of the

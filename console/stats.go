@@ -132,15 +132,26 @@ func (s *Stats) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops sampling; a last sample is written to Shared (each write
-// bounded by its Wait, the first failure ends it).
-func (s *Stats) Stop(ctx context.Context) error {
+// Stop stops sampling; Flush takes the last sample.
+func (s *Stats) Stop(context.Context) error {
 	s.loop.Stop()
-	if s.cfg.Shared != nil {
-		s.Sample(time.Now())
-		s.put(ctx)
-	}
 	return nil
+}
+
+// flushWait bounds Flush's writes.
+const flushWait = time.Second
+
+// Flush takes a last sample and writes what is pending to Shared, within
+// flushWait (the first failure ends it). Call it after Stop, once what
+// the counters count has stopped, before NATS goes.
+func (s *Stats) Flush(ctx context.Context) {
+	if s.cfg.Shared == nil {
+		return
+	}
+	s.Sample(time.Now())
+	ctx, cancel := context.WithTimeout(ctx, flushWait)
+	defer cancel()
+	s.put(ctx)
 }
 
 // Sample records the counters' increase since the previous sample.

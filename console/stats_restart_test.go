@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -65,4 +66,79 @@ routes: [{name: ok, sources: [shop], url: %q}]
 	}
 	g = start()
 	gatewaytest.WaitFor(t, "the chart after the restart", 30*time.Second, func() (bool, string) { return accepted(g) })
+}
+
+// A round that ends while the gateway stops (after its HTTP server has
+// stopped) is in the charts after a restart: the last sample is taken once
+// the deliveries have stopped.
+func TestChartsKeepRoundsOfShutdown(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	down := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	t.Cleanup(down.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	dir := t.TempDir()
+	start := func() *gateway {
+		cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+shutdown_timeout: 60s
+api: {tokens: [%q]}
+sources: [{name: shop, verify: none, id_field: id, type_field: type}]
+routes: [{name: slow, sources: [shop], url: %q, timeout: 60s}]
+`, dir, opToken, down.URL)), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &gateway{App: app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		if err := g.Start(context.Background()); err != nil {
+			_ = g.Stop(context.Background())
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.Stop(context.Background()) })
+		g.base = "http://" + g.Addr()
+		return g
+	}
+	g := start()
+	g.post(t, `{"id":"e1","type":"t"}`)
+	<-arrived
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Stop(context.Background()) }()
+	gatewaytest.WaitFor(t, "the HTTP server to stop", 30*time.Second, func() (bool, string) {
+		c, err := net.Dial("tcp", g.Addr())
+		if err != nil {
+			return true, ""
+		}
+		_ = c.Close()
+		return false, "still accepting"
+	})
+	close(release) // the round ends now, after the HTTP server
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	g = start()
+	gatewaytest.WaitFor(t, "the round of the shutdown in the chart after the restart", 30*time.Second, func() (bool, string) {
+		_, body := g.get(t, opToken, "/console/f/stats.json")
+		var stats struct {
+			Day struct {
+				Delivery map[string]float64 `json:"delivery_total"`
+			} `json:"day"`
+		}
+		if err := json.Unmarshal([]byte(body), &stats); err != nil {
+			return false, body
+		}
+		n := stats.Day.Delivery["slow succeeded"]
+		return n == 1, fmt.Sprintf("rounds of slow %v, want 1", n)
+	})
 }
