@@ -40,6 +40,7 @@ type Stats struct {
 	samples map[sampleID]counts // every gateway's increases known
 	newest  int64               // the windows' end, unix ms: the latest sample, none past this gateway's clock
 	pending []sampleID          // this gateway's samples not yet in Shared, oldest first
+	writing sampleID            // the sample put is writing; zero when none
 	nudged  time.Time
 	warned  time.Time
 }
@@ -166,9 +167,16 @@ func (s *Stats) Sample(now time.Time) {
 	inc := increase(s.last, totals)
 	s.last = totals
 	id := sampleID{s.gateway(), now.UnixMilli()}
-	if prev, ok := s.samples[id]; ok { // two samples in one millisecond: one
-		inc = merge(prev, inc)
-		s.pending = slices.DeleteFunc(s.pending, func(p sampleID) bool { return p == id })
+	for prev, ok := s.samples[id]; ok; prev, ok = s.samples[id] {
+		// Two samples in one millisecond are one while it is pending;
+		// one written or being written keeps its value (a key is
+		// written once), the later sample taking the next millisecond.
+		if id != s.writing && slices.Contains(s.pending, id) {
+			inc = merge(prev, inc)
+			s.pending = slices.DeleteFunc(s.pending, func(p sampleID) bool { return p == id })
+			break
+		}
+		id.at++
 	}
 	s.add(id, inc, id.at)
 	if s.cfg.Shared != nil {
@@ -360,12 +368,16 @@ func (s *Stats) sync(ctx context.Context) {
 			s.cfg.Log.Debug("console stats: a sample ahead of this gateway's clock skipped", "gateway", e.Gateway, "at", e.At)
 			continue
 		}
+		id := sampleID{e.Gateway, e.At.UnixMilli()}
+		if _, ok := s.samples[id]; ok && id.gateway == s.gateway() {
+			continue // this gateway's own: what it holds is the latest
+		}
 		c, derr := decodeSample(e.Value)
 		if derr != nil {
 			s.cfg.Log.Debug("console stats: a sample skipped", "gateway", e.Gateway, "err", derr)
 			continue
 		}
-		s.add(sampleID{e.Gateway, e.At.UnixMilli()}, c, clock)
+		s.add(id, c, clock)
 	}
 	if anew {
 		s.requeue()
@@ -408,22 +420,26 @@ func (s *Stats) put(ctx context.Context) {
 		}
 		id := s.pending[0]
 		c, ok := s.samples[id]
+		s.writing = id
 		s.mu.Unlock()
+		var err error
 		if ok {
-			value, err := encodeSample(c)
+			var value []byte
+			value, err = encodeSample(c)
 			if err == nil {
 				err = s.cfg.Shared.Put(ctx, time.UnixMilli(id.at), value)
 			}
-			if err != nil {
-				s.warn("console stats: cannot write this gateway's sample; it is written with the next", err)
-				return
-			}
 		}
 		s.mu.Lock()
-		if len(s.pending) > 0 && s.pending[0] == id {
+		s.writing = sampleID{}
+		if err == nil && len(s.pending) > 0 && s.pending[0] == id {
 			s.pending = s.pending[1:]
 		}
 		s.mu.Unlock()
+		if err != nil {
+			s.warn("console stats: cannot write this gateway's sample; it is written with the next", err)
+			return
+		}
 	}
 }
 

@@ -288,3 +288,67 @@ func TestStatsWindowWhileSyncBlocked(t *testing.T) {
 // quiet drops the connection's asynchronous errors (the permissions
 // violations these tests cause on purpose).
 var quiet = nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+
+// heldPuts is a StatsBucket whose next Put waits, once written, until
+// released: a sample taken meanwhile is taken while its write is in flight.
+type heldPuts struct {
+	*cluster.StatsBucket
+	written, release chan struct{}
+}
+
+func (h heldPuts) Put(ctx context.Context, at time.Time, value []byte) error {
+	err := h.StatsBucket.Put(ctx, at, value)
+	select {
+	case h.written <- struct{}{}:
+		<-h.release
+	default:
+	}
+	return err
+}
+
+// A sample taken in the millisecond of one being written is written too.
+func TestSampleWhileItsTimeIsWritten(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{
+		Gateway: "gw-a", Wait: 10 * time.Second,
+		JetStream: func() natsjs.JetStream { return js },
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := heldPuts{b, make(chan struct{}), make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	in := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookgate_inbound_requests_total"}, []string{"source", "outcome"})
+	reg.MustRegister(in)
+	s := NewStats(reg, StatsConfig{Shared: held})
+	ctx := context.Background()
+	now := time.Now()
+	in.WithLabelValues("s", "accepted").Add(3)
+	s.Sample(now)
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		s.sync(ctx)
+	}()
+	<-held.written // the sample of now is written, its put not returned
+	in.WithLabelValues("s", "accepted").Add(1)
+	s.Sample(now)
+	close(held.release)
+	<-synced
+	s.sync(ctx)
+	if got := newSharedGateway(t, js, "gw-b", false).shown(ctx); got != 4 {
+		t.Errorf("another gateway shows %v accepted, want 4 (3, then 1 in the same millisecond)", got)
+	}
+	if got := s.Window(time.Hour, time.Minute).IntakeTotal["s accepted"]; got != 4 {
+		t.Errorf("this gateway shows %v accepted, want 4", got)
+	}
+}
