@@ -26,7 +26,8 @@ import (
 // with the process, so the first sample holds what came since the start).
 // With Shared (the JetStream KV bucket HOOKGATE_STATS) every sample is
 // written there and every gateway's are read back: the charts are the sum
-// over the gateways, and a restart keeps the day. Without it, or while
+// over the gateways (another gateway's samples are added to per-minute
+// sums as they are read), and a restart keeps the day. Without it, or while
 // NATS does not answer, they are what this gateway knows.
 type Stats struct {
 	gather prometheus.Gatherer
@@ -36,11 +37,17 @@ type Stats struct {
 	syncMu sync.Mutex // one sync at a time
 
 	mu      sync.Mutex
-	last    counts              // the totals at the previous sample; nil before the first
-	samples map[sampleID]counts // every gateway's increases known
-	newest  int64               // the windows' end, unix ms: the latest sample, none past this gateway's clock
-	pending []sampleID          // this gateway's samples not yet in Shared, oldest first
-	writing sampleID            // the sample put is writing; zero when none
+	last    counts                        // the totals at the previous sample; nil before the first
+	series  map[key]uint32                // the series known, each by its index in keys
+	keys    []key                         // the series by index
+	own     map[int64]values              // this gateway's samples by time (unix ms)
+	others  map[int64]values              // the other gateways' samples summed per minute, by its end (unix ms)
+	nSums   int                           // the values in others
+	seen    map[string]map[int64]struct{} // the other gateways' samples in others, by gateway and time
+	nSeen   int                           // the samples in seen
+	newest  int64                         // the windows' end, unix ms: the latest sample, none past this gateway's clock
+	pending []int64                       // this gateway's samples not yet in Shared, oldest first
+	writing int64                         // the sample put is writing; 0 when none
 	nudged  time.Time
 	warned  time.Time
 }
@@ -67,14 +74,12 @@ type StatsConfig struct {
 	Log *slog.Logger
 }
 
-// sampleID is one gateway's sample: unix ms.
-type sampleID struct {
-	gateway string
-	at      int64
-}
-
 // counts are a sample's values by series.
 type counts map[key]float64
+
+// values are a sample's or a minute's values by series (an index in
+// Stats.keys).
+type values map[uint32]float64
 
 // key names one series: kind is "intake", "delivery", "latency_sum" or
 // "latency_count".
@@ -89,9 +94,19 @@ const (
 	// maxSeries bounds a sample's series (routes and sources are the
 	// config's; outcomes a few each).
 	maxSeries = 2000
-	// maxSamples bounds the samples kept, every gateway's: a minute's of
-	// 34 gateways over keepFor.
+	// maxSamples bounds this gateway's samples kept, and the other
+	// gateways' counted (a minute's of 34 gateways over keepFor): one
+	// more of another gateway's is not counted.
 	maxSamples = 50_000
+	// maxKeys bounds the series known, every gateway's: one more is not
+	// counted.
+	maxKeys = 10_000
+	// maxSums bounds the values of the other gateways' per-minute sums
+	// (a day of 340 series): one more is not counted.
+	maxSums = 500_000
+	// minuteMs is a minute in ms: the other gateways' samples are summed
+	// per minute of the unix time.
+	minuteMs = int64(time.Minute / time.Millisecond)
 	// aheadSamples is how many sampling intervals past this gateway's
 	// clock another's sample may be; one further is skipped.
 	aheadSamples = 2
@@ -107,7 +122,8 @@ func NewStats(g prometheus.Gatherer, cfg StatsConfig) *Stats {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Stats{gather: g, cfg: cfg, samples: map[sampleID]counts{}, nudge: make(chan struct{}, 1)}
+	return &Stats{gather: g, cfg: cfg, series: map[key]uint32{}, own: map[int64]values{}, others: map[int64]values{},
+		seen: map[string]map[int64]struct{}{}, nudge: make(chan struct{}, 1)}
 }
 
 // Start samples now and then every interval until Stop, reading and
@@ -166,21 +182,24 @@ func (s *Stats) Sample(now time.Time) {
 	defer s.mu.Unlock()
 	inc := increase(s.last, totals)
 	s.last = totals
-	id := sampleID{s.gateway(), now.UnixMilli()}
-	for prev, ok := s.samples[id]; ok; prev, ok = s.samples[id] {
+	v := s.intern(inc)
+	at := now.UnixMilli()
+	for prev, ok := s.own[at]; ok; prev, ok = s.own[at] {
 		// Two samples in one millisecond are one while it is pending;
 		// one written or being written keeps its value (a key is
 		// written once), the later sample taking the next millisecond.
-		if id != s.writing && slices.Contains(s.pending, id) {
-			inc = merge(prev, inc)
-			s.pending = slices.DeleteFunc(s.pending, func(p sampleID) bool { return p == id })
+		if at != s.writing && slices.Contains(s.pending, at) {
+			for k, x := range prev {
+				v[k] += x
+			}
+			s.pending = slices.DeleteFunc(s.pending, func(p int64) bool { return p == at })
 			break
 		}
-		id.at++
+		at++
 	}
-	s.add(id, inc, id.at)
+	s.addOwn(at, v, at)
 	if s.cfg.Shared != nil {
-		s.pending = append(s.pending, id)
+		s.pending = append(s.pending, at)
 		if n := len(s.pending) - int(keepFor/s.cfg.Every) - 1; n > 0 {
 			s.pending = s.pending[n:]
 		}
@@ -250,15 +269,6 @@ func increase(prev, cur counts) counts {
 	return out
 }
 
-// merge is the sum of a and b.
-func merge(a, b counts) counts {
-	out := maps.Clone(a)
-	for k, v := range b {
-		out[k] += v
-	}
-	return out
-}
-
 func label(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {
@@ -268,32 +278,112 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// add keeps a sample; the windows end at it, or at clock (this gateway's
-// time, unix ms) if it is later. Held: mu.
-func (s *Stats) add(id sampleID, c counts, clock int64) {
-	s.samples[id] = c
-	s.newest = max(s.newest, min(id.at, clock))
-}
-
-// prune drops the samples older than keepFor before the windows' end, and
-// the oldest past maxSamples. Held: mu.
-func (s *Stats) prune() {
-	cut := s.newest - keepFor.Milliseconds()
-	for id := range s.samples {
-		if id.at < cut {
-			delete(s.samples, id)
+// intern is c by the series' indexes, a series past maxKeys left out.
+// Held: mu.
+func (s *Stats) intern(c counts) values {
+	v := make(values, len(c))
+	for k, x := range c {
+		if i, ok := s.index(k); ok {
+			v[i] += x
 		}
 	}
-	if len(s.samples) <= maxSamples {
+	return v
+}
+
+// index is k's index in keys, added if new and within maxKeys. Held: mu.
+func (s *Stats) index(k key) (uint32, bool) {
+	i, ok := s.series[k]
+	if !ok && len(s.keys) < maxKeys {
+		i, ok = uint32(len(s.keys)), true
+		s.series[k] = i
+		s.keys = append(s.keys, k)
+	}
+	return i, ok
+}
+
+// addOwn keeps a sample of this gateway's; the windows end at it, or at
+// clock (this gateway's time, unix ms) if it is later. Held: mu.
+func (s *Stats) addOwn(at int64, v values, clock int64) {
+	s.own[at] = v
+	s.newest = max(s.newest, min(at, clock))
+}
+
+// addOther adds another gateway's sample to the sums of its minute, once
+// (a sample counted is skipped), within maxSamples and maxSums; the
+// windows end at it, or at clock if it is later. Held: mu.
+func (s *Stats) addOther(gateway string, at int64, c counts, clock int64) {
+	ats := s.seen[gateway]
+	if _, ok := ats[at]; ok || s.nSeen >= maxSamples {
 		return
 	}
-	ids := make([]sampleID, 0, len(s.samples))
-	for id := range s.samples {
-		ids = append(ids, id)
+	if ats == nil {
+		ats = map[int64]struct{}{}
+		s.seen[gateway] = ats
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].at < ids[j].at })
-	for _, id := range ids[:len(ids)-maxSamples] {
-		delete(s.samples, id)
+	ats[at] = struct{}{}
+	s.nSeen++
+	end := ceilTo(at, minuteMs)
+	sum := s.others[end]
+	if sum == nil {
+		sum = values{}
+		s.others[end] = sum
+	}
+	for k, x := range c {
+		i, ok := s.index(k)
+		if !ok {
+			continue
+		}
+		if _, had := sum[i]; !had {
+			if s.nSums >= maxSums {
+				continue
+			}
+			s.nSums++
+		}
+		sum[i] += x
+	}
+	s.newest = max(s.newest, min(at, clock))
+}
+
+// ceilTo is t rounded up to a multiple of step.
+func ceilTo(t, step int64) int64 {
+	if r := t % step; r != 0 {
+		return t - r + step
+	}
+	return t
+}
+
+// prune drops what is older than keepFor before the windows' end, and
+// this gateway's oldest samples past maxSamples. Held: mu.
+func (s *Stats) prune() {
+	cut := s.newest - keepFor.Milliseconds()
+	for at := range s.own {
+		if at < cut {
+			delete(s.own, at)
+		}
+	}
+	for end, sum := range s.others {
+		if end < cut {
+			s.nSums -= len(sum)
+			delete(s.others, end)
+		}
+	}
+	for gw, ats := range s.seen {
+		for at := range ats {
+			if at < cut {
+				delete(ats, at)
+				s.nSeen--
+			}
+		}
+		if len(ats) == 0 {
+			delete(s.seen, gw)
+		}
+	}
+	if len(s.own) <= maxSamples {
+		return
+	}
+	ats := slices.Sorted(maps.Keys(s.own))
+	for _, at := range ats[:len(ats)-maxSamples] {
+		delete(s.own, at)
 	}
 }
 
@@ -360,24 +450,35 @@ func (s *Stats) sync(ctx context.Context) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	entries, anew, err := s.cfg.Shared.Read(ctx)
-	s.mu.Lock()
+	// Decoded before the lock: the charts do not wait on it.
+	type sample struct {
+		gateway string
+		at      int64
+		c       counts
+	}
 	now := time.Now()
 	clock, ahead := now.UnixMilli(), now.Add(aheadSamples*s.cfg.Every).UnixMilli()
+	read := make([]sample, 0, len(entries))
 	for _, e := range entries {
 		if e.At.UnixMilli() > ahead {
 			s.cfg.Log.Debug("console stats: a sample ahead of this gateway's clock skipped", "gateway", e.Gateway, "at", e.At)
 			continue
-		}
-		id := sampleID{e.Gateway, e.At.UnixMilli()}
-		if _, ok := s.samples[id]; ok && id.gateway == s.gateway() {
-			continue // this gateway's own: what it holds is the latest
 		}
 		c, derr := decodeSample(e.Value)
 		if derr != nil {
 			s.cfg.Log.Debug("console stats: a sample skipped", "gateway", e.Gateway, "err", derr)
 			continue
 		}
-		s.add(id, c, clock)
+		read = append(read, sample{e.Gateway, e.At.UnixMilli(), c})
+	}
+	s.mu.Lock()
+	gw := s.gateway()
+	for _, r := range read {
+		if r.gateway != gw {
+			s.addOther(r.gateway, r.at, r.c, clock)
+		} else if _, ok := s.own[r.at]; !ok { // what this gateway holds is the latest
+			s.addOwn(r.at, s.intern(r.c), clock)
+		}
 	}
 	if anew {
 		s.requeue()
@@ -396,17 +497,16 @@ func (s *Stats) sync(ctx context.Context) {
 // requeue queues every sample of this gateway's kept here for Shared
 // (made anew: what it held is gone). Held: mu.
 func (s *Stats) requeue() {
-	queued := map[sampleID]bool{}
-	for _, id := range s.pending {
-		queued[id] = true
+	queued := map[int64]bool{}
+	for _, at := range s.pending {
+		queued[at] = true
 	}
-	gw := s.gateway()
-	for id := range s.samples {
-		if id.gateway == gw && !queued[id] {
-			s.pending = append(s.pending, id)
+	for at := range s.own {
+		if !queued[at] {
+			s.pending = append(s.pending, at)
 		}
 	}
-	sort.Slice(s.pending, func(i, j int) bool { return s.pending[i].at < s.pending[j].at })
+	slices.Sort(s.pending)
 }
 
 // put writes the pending samples to Shared, oldest first, until one
@@ -418,21 +518,22 @@ func (s *Stats) put(ctx context.Context) {
 			s.mu.Unlock()
 			return
 		}
-		id := s.pending[0]
-		c, ok := s.samples[id]
-		s.writing = id
+		at := s.pending[0]
+		v, ok := s.own[at]
+		c := s.counts(v)
+		s.writing = at
 		s.mu.Unlock()
 		var err error
 		if ok {
 			var value []byte
 			value, err = encodeSample(c)
 			if err == nil {
-				err = s.cfg.Shared.Put(ctx, time.UnixMilli(id.at), value)
+				err = s.cfg.Shared.Put(ctx, time.UnixMilli(at), value)
 			}
 		}
 		s.mu.Lock()
-		s.writing = sampleID{}
-		if err == nil && len(s.pending) > 0 && s.pending[0] == id {
+		s.writing = 0
+		if err == nil && len(s.pending) > 0 && s.pending[0] == at {
 			s.pending = s.pending[1:]
 		}
 		s.mu.Unlock()
@@ -441,6 +542,15 @@ func (s *Stats) put(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// counts is v by the series' keys. Held: mu.
+func (s *Stats) counts(v values) counts {
+	c := make(counts, len(v))
+	for i, x := range v {
+		c[s.keys[i]] = x
+	}
+	return c
 }
 
 // warn logs err, as a warning at most every 5 minutes.
@@ -497,32 +607,34 @@ type Window struct {
 	LatencyMean   map[string]float64 `json:"latency_mean_ms"`
 }
 
-// Window returns the counts over the last span in steps of step, summed
-// over the gateways: steps end on multiples of step (unix time), the last
-// one at or after the latest sample; the window starts at the step of its
-// earliest sample.
+// Window returns the counts over the last span in steps of step (whole
+// minutes), summed over the gateways: steps end on multiples of step
+// (unix time), the last one at or after the windows' end; the window
+// starts at the step of its earliest sample.
 func (s *Stats) Window(span, step time.Duration) Window {
 	s.poke()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return window(s.samples, s.newest, span, step)
+	return s.window(span, step)
 }
 
-// window is Window over samples, the latest at newest (unix ms).
-func window(samples map[sampleID]counts, newest int64, span, step time.Duration) Window {
+// window is Window. Held: mu.
+func (s *Stats) window(span, step time.Duration) Window {
 	w := Window{Intake: map[string][]*float64{}, Delivery: map[string][]*float64{}, Latency: map[string][]*float64{},
 		IntakeTotal: map[string]float64{}, DeliveryTotal: map[string]float64{}, LatencyMean: map[string]float64{}}
 	stepMs := max(step.Milliseconds(), 1)
 	n := max(int64(span/step), 1)
-	if len(samples) == 0 {
+	if len(s.own) == 0 && len(s.others) == 0 {
 		return w
 	}
-	to := (newest + stepMs - 1) / stepMs * stepMs
+	to := ceilTo(s.newest, stepMs)
 	from := to - n*stepMs
 	first := n // the earliest step with a sample
-	for id := range samples {
-		if id.at > from && id.at <= to {
-			first = min(first, (id.at-from-1)/stepMs)
+	for _, m := range []map[int64]values{s.own, s.others} {
+		for at := range m {
+			if at > from && at <= to {
+				first = min(first, (at-from-1)/stepMs)
+			}
 		}
 	}
 	w.From, w.To = from/1000, to/1000
@@ -531,16 +643,20 @@ func window(samples map[sampleID]counts, newest int64, span, step time.Duration)
 	}
 	steps := int(n - first)
 	per := map[key][]float64{}
-	for id, c := range samples {
-		if id.at <= from || id.at > to {
-			continue
-		}
-		i := (id.at-from-1)/stepMs - first
-		for k, v := range c {
-			if per[k] == nil {
-				per[k] = make([]float64, steps)
+	for _, m := range []map[int64]values{s.own, s.others} {
+		for at, v := range m {
+			if at <= from || at > to {
+				continue
 			}
-			per[k][i] += v
+			i := (at-from-1)/stepMs - first
+			for k, x := range v {
+				vs := per[s.keys[k]]
+				if vs == nil {
+					vs = make([]float64, steps)
+					per[s.keys[k]] = vs
+				}
+				vs[i] += x
+			}
 		}
 	}
 	for i := range steps {

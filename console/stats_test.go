@@ -1,8 +1,10 @@
 package console
 
 import (
+	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -67,8 +69,8 @@ func TestStatsWindow(t *testing.T) {
 	for m := 91; m <= 24*60+30; m++ {
 		s.Sample(t0.Add(time.Duration(m) * time.Minute))
 	}
-	if want := 24*60 + 30 - 15 + 1; len(s.samples) != want { // minutes 15 to 1470
-		t.Errorf("%d samples kept, want %d", len(s.samples), want)
+	if want := 24*60 + 30 - 15 + 1; len(s.own) != want { // minutes 15 to 1470
+		t.Errorf("%d samples kept, want %d", len(s.own), want)
 	}
 	// The last day is minutes 30 to 1470: 60 of the 90 accepted.
 	if got := s.Window(24*time.Hour, 15*time.Minute).IntakeTotal["shop accepted"]; got != 60 {
@@ -100,6 +102,12 @@ func TestIncrease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sampleID is one gateway's sample: unix ms.
+type sampleID struct {
+	gateway string
+	at      int64
 }
 
 // A window sums every gateway's samples per step: steps end on the grid,
@@ -162,11 +170,11 @@ func TestWindowSums(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var newest int64
-			for id := range c.samples {
-				newest = max(newest, id.at)
+			s := NewStats(prometheus.NewRegistry(), StatsConfig{})
+			for id, v := range c.samples {
+				s.addOther(id.gateway, id.at, v, math.MaxInt64)
 			}
-			w := window(c.samples, newest, c.span, time.Minute)
+			w := s.Window(c.span, time.Minute)
 			if len(w.Times) != len(c.steps) {
 				t.Fatalf("times %v, want %d steps", w.Times, len(c.steps))
 			}
@@ -229,4 +237,94 @@ func TestSamplesInOneMillisecond(t *testing.T) {
 	if got := s.Window(time.Hour, time.Minute).IntakeTotal["s accepted"]; got != 4 {
 		t.Errorf("accepted %v, want 4", got)
 	}
+}
+
+// The other gateways' samples are summed per minute as they are read, once
+// each, their series kept once: what a console holds is bounded, however
+// many gateways and series there are.
+func TestStatsBounds(t *testing.T) {
+	s := NewStats(prometheus.NewRegistry(), StatsConfig{})
+	t0 := int64(1_700_000_100_000) // unix ms, on the 15-minute grid
+	acc, ref := key{"intake", "s", "accepted"}, key{"intake", "s", "refused"}
+	gateways := maxSamples/(24*60) + 6 // more than a day of maxSamples
+	s.mu.Lock()
+	for g := range gateways {
+		for m := range 24 * 60 {
+			at := t0 + int64(m)*minuteMs + 1 + int64(g)*100 // each in its minute
+			s.addOther(fmt.Sprintf("gw-%d", g), at, counts{acc: 1, ref: 2}, at)
+		}
+	}
+	s.addOther("gw-0", t0, counts{acc: 1}, t0) // read again: not counted twice
+	s.prune()
+	if s.nSeen != maxSamples || len(s.keys) != 2 || len(s.others) != 24*60 || s.nSums != 2*24*60 {
+		t.Errorf("%d samples counted (want %d), %d series, %d minutes, %d values (want 2, %d, %d)",
+			s.nSeen, maxSamples, len(s.keys), len(s.others), s.nSums, 24*60, 2*24*60)
+	}
+	s.mu.Unlock()
+	if got := s.Window(24*time.Hour, 15*time.Minute).IntakeTotal["s accepted"]; got != maxSamples {
+		t.Errorf("the day shows %v accepted, want one per sample counted, %d", got, maxSamples)
+	}
+
+	// A gateway writing ever new series: maxKeys of them, maxSums values.
+	s = NewStats(prometheus.NewRegistry(), StatsConfig{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for m := 0; s.nSums < maxSums && m < 24*60; m++ {
+		c := counts{}
+		for range maxSeries {
+			c[key{"intake", fmt.Sprint(n), "accepted"}] = 1
+			n++
+		}
+		at := t0 + int64(m)*minuteMs
+		s.addOther("flood", at, c, at)
+	}
+	for m := range 500 { // a sample of known series each minute
+		at := t0 + int64(m)*minuteMs + 1
+		s.addOther("more", at, counts{{"intake", "0", "accepted"}: 1}, at)
+	}
+	if len(s.keys) != maxKeys || s.nSums > maxSums {
+		t.Errorf("%d series, %d values; want %d, at most %d", len(s.keys), s.nSums, maxKeys, maxSums)
+	}
+}
+
+// BenchmarkStatsDayOf34Gateways reads a day of 34 gateways' samples of 70
+// series each, as sync does, and reports the heap they hold and the time
+// of the charts' two windows.
+func BenchmarkStatsDayOf34Gateways(b *testing.B) {
+	t0 := int64(1_700_000_100_000)
+	c := counts{}
+	for i := range 70 {
+		c[key{"delivery", fmt.Sprintf("route-%d", i/7), fmt.Sprintf("outcome-%d", i%7)}] = 1
+	}
+	value, err := encodeSample(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := NewStats(prometheus.NewRegistry(), StatsConfig{})
+	for g := range 34 {
+		gw := fmt.Sprintf("gateway-%d", g)
+		for m := range 24 * 60 {
+			at := t0 + int64(m)*minuteMs + 1 + int64(g)
+			d, err := decodeSample(value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.mu.Lock()
+			s.addOther(gw, at, d, at)
+			s.mu.Unlock()
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ResetTimer()
+	for range b.N {
+		s.Window(time.Hour, time.Minute)
+		s.Window(24*time.Hour, 15*time.Minute)
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-held")
+	runtime.KeepAlive(s)
 }
