@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -88,9 +89,12 @@ type StatsBucket struct {
 	cfg StatsConfig
 	log *slog.Logger
 
-	mu      sync.Mutex // one Read at a time
-	created time.Time  // when the bucket read was made
-	seen    uint64     // the last stream sequence read
+	mu      sync.Mutex       // one Read at a time
+	created time.Time        // when the bucket read was made
+	seen    uint64           // the last stream sequence read
+	cons    natsjs.Consumer  // the reads' consumer, from seen on; nil until made
+	consJS  natsjs.JetStream // the connection cons was made on
+	consSeq uint64           // the last consumer sequence cons delivered
 
 	kvMu sync.Mutex
 	kv   natsjs.KeyValue
@@ -164,9 +168,18 @@ func (b *StatsBucket) Put(ctx context.Context, at time.Time, value []byte) error
 	return nil
 }
 
+// readIdle is how long the reads' consumer outlives the last read: the
+// server drops it then, and the next read makes it again.
+const readIdle = 5 * time.Minute
+
+// errStatsGap says the reads' consumer skipped a message.
+var errStatsGap = errors.New("a message skipped")
+
 // Read returns the samples written since the previous Read (at the first,
 // all the bucket holds); anew says the bucket is not the one read before
 // (made anew: what it held is gone). A bucket not found is made again.
+// Reads share one consumer (made once, again if it is gone or skipped a
+// message, or on a new connection), not one each.
 func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -180,37 +193,79 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 	if !info.Created.Equal(b.created) || info.State.LastSeq < b.seen {
 		anew = !b.created.IsZero()
 		b.created, b.seen = info.Created, 0
+		b.dropConsumer(ctx, s)
 	}
 	if info.State.LastSeq <= b.seen {
 		return nil, anew, nil
 	}
+	js := b.cfg.JetStream()
+	for {
+		fresh := b.cons == nil || b.consJS != js
+		if fresh {
+			b.dropConsumer(ctx, s)
+			if err := b.makeConsumer(ctx, s, js); err != nil {
+				return entries, anew, err
+			}
+		}
+		err := b.fetch(info.State.LastSeq, &entries)
+		if err == nil {
+			return entries, anew, nil
+		}
+		gone := errors.Is(err, errStatsGap) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrConsumerNotFound)
+		if !gone {
+			b.cons, b.consJS = nil, nil // NATS may not answer: left to its inactivity threshold
+		} else {
+			b.dropConsumer(ctx, s)
+		}
+		if fresh || !gone {
+			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+		}
+	}
+}
+
+// makeConsumer makes the reads' consumer on s, from seen on.
+func (b *StatsBucket) makeConsumer(ctx context.Context, s natsjs.Stream, js natsjs.JetStream) error {
 	filter := "$KV." + b.cfg.Bucket + ".>"
 	if b.cfg.Own {
 		filter = "$KV." + b.cfg.Bucket + "." + base64.RawURLEncoding.EncodeToString([]byte(b.cfg.Gateway)) + ".*"
 	}
-	cc := natsjs.ConsumerConfig{
+	c, err := s.CreateOrUpdateConsumer(ctx, natsjs.ConsumerConfig{
 		DeliverPolicy:     natsjs.DeliverByStartSequencePolicy,
 		OptStartSeq:       b.seen + 1,
 		AckPolicy:         natsjs.AckNonePolicy,
 		FilterSubject:     filter,
-		InactiveThreshold: 30 * time.Second,
+		InactiveThreshold: readIdle,
 		Replicas:          1,
 		MemoryStorage:     true,
-	}
-	c, err := s.CreateOrUpdateConsumer(ctx, cc)
+	})
 	if err != nil {
-		return nil, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+		return fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
 	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.Wait)
-		defer dcancel()
-		_ = s.DeleteConsumer(dctx, c.CachedInfo().Name)
-	}()
+	b.cons, b.consJS, b.consSeq = c, js, 0
+	return nil
+}
+
+// dropConsumer deletes the reads' consumer, if any (a failure is left to
+// its inactivity threshold).
+func (b *StatsBucket) dropConsumer(ctx context.Context, s natsjs.Stream) {
+	if b.cons == nil {
+		return
+	}
+	name := b.cons.CachedInfo().Name
+	b.cons, b.consJS = nil, nil
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.Wait)
+	defer cancel()
+	_ = s.DeleteConsumer(dctx, name)
+}
+
+// fetch appends to entries what the reads' consumer has, up to the stream
+// sequence last.
+func (b *StatsBucket) fetch(last uint64, entries *[]StatsEntry) error {
 	prefix := "$KV." + b.cfg.Bucket + "."
-	for b.seen < info.State.LastSeq {
-		batch, err := c.FetchNoWait(500)
+	for b.seen < last {
+		batch, err := b.cons.FetchNoWait(500)
 		if err != nil {
-			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+			return err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -219,6 +274,10 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 			if err != nil {
 				continue
 			}
+			if meta.Sequence.Consumer != b.consSeq+1 {
+				return errStatsGap // read again from seen on
+			}
+			b.consSeq = meta.Sequence.Consumer
 			b.seen = max(b.seen, meta.Sequence.Stream)
 			if op := m.Headers().Get("KV-Operation"); op != "" || len(m.Data()) > maxStatsValue {
 				continue // a delete or purge; an oversized value
@@ -228,16 +287,16 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 				b.log.Debug("cluster stats: an entry skipped", "bucket", b.cfg.Bucket, "err", err)
 				continue
 			}
-			entries = append(entries, StatsEntry{Gateway: g, At: at, Value: m.Data()})
+			*entries = append(*entries, StatsEntry{Gateway: g, At: at, Value: m.Data()})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
-			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+			return err
 		}
 		if n == 0 {
-			break // the rest is another gateway's (Own) or gone
+			return nil // the rest is another gateway's (Own) or gone
 		}
 	}
-	return entries, anew, nil
+	return nil
 }
 
 // stream is the bucket's stream; a bucket not found is made again.

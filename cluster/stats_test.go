@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
@@ -143,4 +145,67 @@ func TestStatsBucketName(t *testing.T) {
 			t.Errorf("StatsBucketName(%q) = %q, want %q", c.stream, got, c.want)
 		}
 	}
+}
+
+// Reads of the stats bucket share one consumer (no consumer made and
+// deleted at each, a proposal to the meta layer in a NATS cluster), made
+// again if it is gone.
+func TestStatsReadsShareAConsumer(t *testing.T) {
+	js := connectJS(t, gatewaytest.RunNATS(t, 0, t.TempDir()).ClientURL())
+	ctx := context.Background()
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{Gateway: "gw-a", Wait: 5 * time.Second,
+		JetStream: func() natsjs.JetStream { return js }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() []string {
+		t.Helper()
+		s, err := js.Stream(ctx, "KV_"+cluster.DefaultStatsBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for n := range s.ConsumerNames(ctx).Name() {
+			names = append(names, n)
+		}
+		return names
+	}
+	read := func(want int) {
+		t.Helper()
+		entries, _, err := b.Read(ctx)
+		if err != nil || len(entries) != want {
+			t.Fatalf("read %d entries (%v), want %d", len(entries), err, want)
+		}
+	}
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range 3 {
+		if err := b.Put(ctx, base.Add(time.Duration(i)*time.Minute), []byte(`{"c":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(3)
+	first := consumers()
+	if len(first) != 1 {
+		t.Fatalf("consumers after a read: %v, want one", first)
+	}
+	for i := 3; i < 6; i++ {
+		if err := b.Put(ctx, base.Add(time.Duration(i)*time.Minute), []byte(`{"c":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		read(1)
+	}
+	if got := consumers(); len(got) != 1 || got[0] != first[0] {
+		t.Errorf("consumers after more reads: %v, want %v", got, first)
+	}
+
+	// The consumer deleted (its inactivity threshold passed): made again
+	// from where the reads were.
+	if err := js.DeleteConsumer(ctx, "KV_"+cluster.DefaultStatsBucket, first[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, base.Add(6*time.Minute), []byte(`{"c":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	read(1)
+	read(0)
 }
