@@ -105,7 +105,7 @@ func TestTranslateEveryField(t *testing.T) {
 			Retries: 1, BreakerThreshold: 1, BreakerCooldown: 1, RetryWaitMin: 1, RetryWaitMax: 1,
 			Schedule: sched}})[0], nil},
 		{"task route", *outboundTasks(tc), nil},
-		{"task API", tasksConfig(tc), []string{"Cluster", "ClusterTimeout"}}, // set by App.tasksConfig in cluster mode
+		{"task API", tasksConfig(tc), []string{"Cluster", "ClusterTimeout", "MaxStored"}}, // set by App.tasksConfig: in cluster mode; from the broker
 	}
 	for _, c := range cases {
 		checkSet(t, c.name, reflect.ValueOf(c.v), c.unused)

@@ -538,7 +538,7 @@ func releaseAgain(err error, outcome bool, now, until time.Time) bool {
 
 // releaseLater tries the release of an outcome again, with backoff, until
 // it is written or releaseAgain says no more; at Stop it makes one last
-// try within the shutdown's context.
+// try, of at most lastTryWait.
 func (s *DeliveryState) releaseLater(k outbound.DeliveryKey, key string, next record, rev uint64, unsent *unsentRound, until time.Time) {
 	defer s.later.Done()
 	wait := claimPoll
@@ -550,12 +550,18 @@ func (s *DeliveryState) releaseLater(k outbound.DeliveryKey, key string, next re
 			return
 		}
 	}
-	nrev, err := s.release(s.shutdown, key, next, rev, true)
+	// Its own second, the shutdown's context perhaps spent by the drain.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.shutdown), lastTryWait)
+	defer cancel()
+	nrev, err := s.release(ctx, key, next, rev, true)
 	if err != nil {
 		err = fmt.Errorf("%w (the delivery state stopped)", err)
 	}
 	s.released(k, key, true, nrev, err, unsent)
 }
+
+// lastTryWait bounds the last try of an outcome at Stop.
+const lastTryWait = time.Second
 
 // Stop ends the background tries of outcomes not yet written (Release),
 // each with one last try within ctx, and waits for them; an outcome then

@@ -166,7 +166,8 @@ func (s *Stats) Flush(ctx context.Context) {
 		return
 	}
 	s.Sample(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, flushWait)
+	// Its own bound: the drain before it may have spent ctx.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushWait)
 	defer cancel()
 	s.put(ctx)
 }

@@ -352,3 +352,26 @@ func TestSampleWhileItsTimeIsWritten(t *testing.T) {
 		t.Errorf("this gateway shows %v accepted, want 4", got)
 	}
 }
+
+// Flush writes the last sample within its own bound even when the stop's
+// context is spent (the drain before it took the whole shutdown).
+func TestFlushAfterStopContextSpent(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newSharedGateway(t, js, "gw-a", false)
+	a.accepted.Add(5)
+	spent, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.Flush(spent)
+	if got := newSharedGateway(t, js, "gw-b", false).shown(context.Background()); got != 5 {
+		t.Errorf("another gateway shows %v accepted after a's flush on a spent context, want 5", got)
+	}
+}

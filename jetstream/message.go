@@ -3,6 +3,7 @@ package jetstream
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,14 @@ func EventMsgID(ev *store.Event) string {
 		return MsgID(ev.Source, ev.ID)
 	}
 	return ev.Source + "/requeued-" + strconv.FormatInt(ev.RequeuedAt.UnixMilli(), 10) + ":" + ev.ID
+}
+
+// Requeued reports whether a message of the events stream, by its headers,
+// is a copy of its event published anew (EventMsgID of a requeue), not
+// its first publication nor one published again under its first ID.
+func Requeued(h nats.Header) bool {
+	id, _, _ := strings.Cut(h.Get(nats.MsgIdHdr), ":")
+	return strings.Contains(id, "/requeued-")
 }
 
 // PublishEvent publishes ev's message to the events stream, under its

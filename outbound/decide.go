@@ -72,10 +72,9 @@ const (
 
 // admit decides from a delivery's stored status (err is the read's
 // error) whether a round runs now; if not, what becomes of the message.
-// took is whether the route took the message's event when it was
-// received: an event it did not, with no delivery, is not the route's
-// (since.go), whatever message brings it (one published anew for
-// another route, or still in the stream when the route came or widened).
+// took is whether the route takes the message's event with no delivery
+// of it (tookMessage): a copy published anew for another route, of an
+// event the route did not take when it was received, is not its own.
 func admit(prev store.DeliveryStatus, err error, took bool, now time.Time) (run bool, act action) {
 	switch {
 	case errors.Is(err, store.ErrNotFound) && !took:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -14,10 +15,12 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// A route added to a running installation is never given the events
-// received before it: its consumer acks their messages without a
-// delivery (admit), retention does not wait for it on them (Finished),
-// and a stream made anew does not get them back for it (Owed). The
+// A route added to a running installation is not owed the events
+// received before it: retention does not wait for it on them (Finished),
+// a stream made anew does not get them back for it (Owed), and its
+// consumer acks, without a delivery, a copy of one published anew for
+// another route (admit, tookMessage). (It is given what the stream still
+// holds for it when it comes.) The
 // store's meta key route_since:<name> holds when the route was first
 // configured (unix ms), lowered to its consumer's creation (agreeSince:
 // in a cluster, the first gateway's). On the first start that records
@@ -187,19 +190,37 @@ func (r *route) took(received int64, source, eventType string) bool {
 	return h == nil || tookAt(*h, received, source, eventType)
 }
 
-// tookMessage reports whether the route took the event of msg when it was
-// received (took), by the message's Hookgate-Received-At; a message
-// without a readable one is taken.
+// tookMessage reports whether the route takes the event of msg when it
+// has no delivery of it. A copy published anew (an operator's reset,
+// jetstream.Requeued) goes to every route that matches the event, so it
+// is taken only if the route took the event when it was received, within
+// receiptSkew (the receipt time is another gateway's clock; a route
+// given an event of just before it came loses nothing). A first
+// publication, or one published again under its first ID, is taken as
+// it always was: a route added later is given what the stream still
+// holds for it.
 func (r *route) tookMessage(msg natsjs.Msg, ev envelope) bool {
 	if h := r.takes.Load(); r.since.Load() == 0 && (h == nil || len(*h) <= 1) {
 		return true // configured so from the start: it takes what it matches
 	}
-	at, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(jetstream.HeaderReceivedAt))
+	hdr := msg.Headers()
+	if !jetstream.Requeued(hdr) {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339Nano, hdr.Get(jetstream.HeaderReceivedAt))
 	if err != nil {
 		return true
 	}
-	return r.took(at.UnixMilli(), ev.source, ev.typ)
+	return r.took(at.UnixMilli()+receiptSkew.Load(), ev.source, ev.typ)
 }
+
+// receiptSkew is how far (ms) a receipt time may be behind the clocks a
+// route's start and changes were read from: a minute (tests set less).
+var receiptSkew = func() *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(time.Minute.Milliseconds())
+	return &v
+}()
 
 // agreeSince makes the route's since no later than its consumer's
 // creation: every gateway of a cluster shares the consumer, made by the
