@@ -413,20 +413,7 @@ func TestEffectiveMaxConns(t *testing.T) {
 // limit; other codings and corrupt bodies are refused.
 func TestContentEncoding(t *testing.T) {
 	a := startApp(t, testConfig(t, ""))
-	gz := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
-	zl := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := zlib.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
+	gz, zl := gzipped, zlibbed
 	send := func(enc string, body []byte, sig string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
 		req.Header.Set("Content-Encoding", enc)
@@ -532,20 +519,7 @@ func bodyBytesHeld(a *App) (float64, string) {
 // another body than a proxy in front that reads them all decoded.
 func TestContentEncodingLinesAreOneList(t *testing.T) {
 	a := startApp(t, testConfig(t, ""))
-	gz := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
-	zl := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw := zlib.NewWriter(&buf)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
+	gz, zl := gzipped, zlibbed
 	send := func(lines []string, body []byte, sig string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/webhooks/stripe", bytes.NewReader(body))
 		req.Header["Content-Encoding"] = lines
@@ -569,4 +543,21 @@ func TestContentEncodingLinesAreOneList(t *testing.T) {
 	if status, body := send([]string{"gzip", "gzip", "gzip"}, []byte("x"), sig); status != 415 || errorCode(body) != "unsupported_content_encoding" {
 		t.Errorf("gzip on three lines: %d %s, want 415 unsupported_content_encoding", status, body)
 	}
+}
+
+// gzipped and zlibbed are b coded as a Content-Encoding gzip or deflate.
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+func zlibbed(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := zlib.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
 }

@@ -50,15 +50,7 @@ func (g sharedGateway) shown(ctx context.Context) float64 {
 // gateway not in cluster mode reads its own samples alone.
 func TestStatsShared(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := gatewaytest.ConnectJetStream(t, srv.ClientURL())
 	ctx := context.Background()
 	now := time.Now()
 	a, b := newSharedGateway(t, js, "gw-a", false), newSharedGateway(t, js, "gw-b", false)
@@ -107,15 +99,7 @@ func TestStatsShared(t *testing.T) {
 // written once NATS answers.
 func TestStatsSharedWithoutNATS(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	up, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, up := gatewaytest.ConnectJetStream(t, srv.ClientURL())
 	var connected atomic.Bool
 	b, err := cluster.NewStatsBucket(cluster.StatsConfig{
 		Gateway: "gw-a", Wait: 2 * time.Second,
@@ -159,15 +143,7 @@ func TestStatsSharedWithoutNATS(t *testing.T) {
 // sampling intervals ahead of it is not counted.
 func TestStatsClockAhead(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := gatewaytest.ConnectJetStream(t, srv.ClientURL())
 	ctx := context.Background()
 	now := time.Now()
 	a, b := newSharedGateway(t, js, "gw-a", false), newSharedGateway(t, js, "gw-b", false)
@@ -309,15 +285,7 @@ func (h heldPuts) Put(ctx context.Context, at time.Time, value []byte) error {
 // A sample taken in the millisecond of one being written is written too.
 func TestSampleWhileItsTimeIsWritten(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := gatewaytest.ConnectJetStream(t, srv.ClientURL())
 	b, err := cluster.NewStatsBucket(cluster.StatsConfig{
 		Gateway: "gw-a", Wait: 10 * time.Second,
 		JetStream: func() natsjs.JetStream { return js },
@@ -357,15 +325,7 @@ func TestSampleWhileItsTimeIsWritten(t *testing.T) {
 // context is spent (the drain before it took the whole shutdown).
 func TestFlushAfterStopContextSpent(t *testing.T) {
 	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := gatewaytest.ConnectJetStream(t, srv.ClientURL())
 	a := newSharedGateway(t, js, "gw-a", false)
 	a.accepted.Add(5)
 	spent, cancel := context.WithCancel(context.Background())
