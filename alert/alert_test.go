@@ -1,14 +1,12 @@
 package alert_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -395,30 +393,14 @@ func droppedUndelivered(t *testing.T, reg *prometheus.Registry) float64 {
 // status line it cannot parse whole (escaped, four bytes per byte of
 // 0xff), and the log line held it all.
 func TestMalformedAnswerLoggedShort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					_, _ = c.Write(append(bytes.Repeat([]byte{0xff}, 256<<10), "\r\n\r\n"...))
-				}
-			}()
-		}
-	}()
+	url := gatewaytest.RawServer(t, func(string) []byte {
+		return append(bytes.Repeat([]byte{0xff}, 256<<10), "\r\n\r\n"...)
+	})
 	reg := prometheus.NewRegistry()
 	var logs strings.Builder
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	a, err := alert.New(alert.Config{URL: "http://" + ln.Addr().String() + "/hook", Secret: secret,
+	a, err := alert.New(alert.Config{URL: url + "/hook", Secret: secret,
 		RetryWaitMin: time.Millisecond, RetryWaitMax: 2 * time.Millisecond, Registerer: reg, Every: time.Hour}, log)
 	if err != nil {
 		t.Fatal(err)

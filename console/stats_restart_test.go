@@ -24,24 +24,7 @@ func TestChartsKeptAcrossRestart(t *testing.T) {
 	t.Cleanup(down.Close)
 	dir := t.TempDir()
 	start := func() *gateway {
-		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: "127.0.0.1:0"
-data_dir: %q
-api: {tokens: [%q]}
-sources: [{name: shop, verify: none, id_field: id, type_field: type}]
-routes: [{name: ok, sources: [shop], url: %q}]
-`, dir, opToken, down.URL)), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := &gateway{App: app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))}
-		if err := g.Start(context.Background()); err != nil {
-			_ = g.Stop(context.Background())
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = g.Stop(context.Background()) })
-		g.base = "http://" + g.Addr()
-		return g
+		return startShop(t, dir, "", fmt.Sprintf("{name: ok, sources: [shop], url: %q}", down.URL))
 	}
 	accepted := func(g *gateway) (bool, string) {
 		_, body := g.get(t, opToken, "/console/f/stats.json")
@@ -90,25 +73,7 @@ func TestChartsKeepRoundsOfShutdown(t *testing.T) {
 	})
 	dir := t.TempDir()
 	start := func() *gateway {
-		cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: "127.0.0.1:0"
-data_dir: %q
-shutdown_timeout: 60s
-api: {tokens: [%q]}
-sources: [{name: shop, verify: none, id_field: id, type_field: type}]
-routes: [{name: slow, sources: [shop], url: %q, timeout: 60s}]
-`, dir, opToken, down.URL)), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := &gateway{App: app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))}
-		if err := g.Start(context.Background()); err != nil {
-			_ = g.Stop(context.Background())
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = g.Stop(context.Background()) })
-		g.base = "http://" + g.Addr()
-		return g
+		return startShop(t, dir, "shutdown_timeout: 60s\n", fmt.Sprintf("{name: slow, sources: [shop], url: %q, timeout: 60s}", down.URL))
 	}
 	g := start()
 	g.post(t, `{"id":"e1","type":"t"}`)
@@ -141,4 +106,28 @@ routes: [{name: slow, sources: [shop], url: %q, timeout: 60s}]
 		n := stats.Day.Delivery["slow succeeded"]
 		return n == 1, fmt.Sprintf("rounds of slow %v, want 1", n)
 	})
+}
+
+// startShop starts a gateway on data_dir dir with the top-level keys extra,
+// a source "shop" (no signature) and the one route given (flow YAML).
+func startShop(t *testing.T, dir, extra, route string) *gateway {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+%sapi: {tokens: [%q]}
+sources: [{name: shop, verify: none, id_field: id, type_field: type}]
+routes: [%s]
+`, dir, extra, opToken, route)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{App: app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	if err := g.Start(context.Background()); err != nil {
+		_ = g.Stop(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Stop(context.Background()) })
+	g.base = "http://" + g.Addr()
+	return g
 }

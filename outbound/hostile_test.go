@@ -1,14 +1,12 @@
 package outbound_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/stripe/stripe-go/v83/webhook"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -119,41 +118,13 @@ func TestUnsendableEventDeadAtOnce(t *testing.T) {
 	}
 }
 
-// rawDownstream answers each request with the bytes answer gives for its
-// path, as they are, then closes the connection.
-func rawDownstream(t *testing.T, answer func(path string) []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = c.Write(answer(req.URL.Path))
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
-}
-
 // What a downstream answers is bounded in what an attempt records: a
 // malformed status line of 256 KiB (quoted by net/http, 1 MiB of escapes)
 // or a redirect to a 200 KiB host name leave at most maxErrorKept bytes of
 // error text in the attempt, the delivery and the log line.
 func TestDownstreamErrorTextBounded(t *testing.T) {
 	const maxErrorKept = 1 << 10
-	url := rawDownstream(t, func(path string) []byte {
+	url := gatewaytest.RawServer(t, func(path string) []byte {
 		switch path {
 		case "/line":
 			return append(bytes.Repeat([]byte{0xff}, 256<<10), "\r\n\r\n"...)
@@ -259,7 +230,7 @@ func TestAttemptListBounded(t *testing.T) {
 // past it the attempt fails (net/http would read 10 MiB, and quote a
 // malformed line of it four times over in its error).
 func TestDownstreamHeadersBounded(t *testing.T) {
-	url := rawDownstream(t, func(string) []byte {
+	url := gatewaytest.RawServer(t, func(string) []byte {
 		return []byte("HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\nContent-Length: 0\r\n\r\n")
 	})
 	g := startGateway(t, baseConfig(t, routeYAML("r", url, ", retries: 0, schedule: [1h]")))

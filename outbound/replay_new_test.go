@@ -37,17 +37,7 @@ func TestFailedReplayOfNewDeliveryFollowsSchedule(t *testing.T) {
 	g.waitState(t, "a", "stripe", "evt_cus", store.StateSucceeded)
 	// Acked and dropped by the interest stream: the routes added next are
 	// not given it.
-	waitFor(t, "the stream empty", func() (bool, string) {
-		s, err := g.Broker().JetStream().Stream(context.Background(), g.Broker().Stream())
-		if err != nil {
-			return false, err.Error()
-		}
-		info, err := s.Info(context.Background())
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.State.Msgs == 0, fmt.Sprint(info.State.Msgs, " messages")
-	})
+	waitStreamEmpty(t, g)
 	if err := g.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -190,38 +190,40 @@ func (h *Handler) fail(outcome string, status int, code, msg string) error {
 // admit reads and checks what create needs before the key is claimed:
 // the Idempotency-Key, and the request within its limits. A refusal takes
 // no key.
-func (h *Handler) admit(c *fiber.Ctx) (key string, tr *store.TaskRequest, err error) {
+// canon is the request as stored, which its fingerprint hashes.
+func (h *Handler) admit(c *fiber.Ctx) (key string, tr *store.TaskRequest, canon []byte, err error) {
 	key = c.Get("Idempotency-Key")
 	switch {
 	case key == "":
-		return "", nil, h.fail("invalid", http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return "", nil, nil, h.fail("invalid", http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
 	case len(key) > MaxKeyLen || !printable(key):
-		return "", nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+		return "", nil, nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
 			fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", MaxKeyLen))
 	case len(c.Request().Header.PeekAll("Idempotency-Key")) > 1:
 		// Its lines would be one list, not the one key (an intermediary
 		// may take another line than this handler).
-		return "", nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
+		return "", nil, nil, h.fail("invalid", http.StatusBadRequest, "invalid_idempotency_key",
 			"Idempotency-Key must be given once")
 	}
 	key = strings.Clone(key)
 	if len(c.Body()) > h.maxBody {
-		return "", nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large",
+		return "", nil, nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("body is larger than %d bytes", h.maxBody))
 	}
 	tr, perr := parse(c.Body())
 	if perr != nil {
-		return "", nil, h.fail("invalid", perr.Status, perr.Code, perr.Message)
+		return "", nil, nil, h.fail("invalid", perr.Status, perr.Code, perr.Message)
 	}
-	if limit := h.maxStored; storedSize(tr) > limit {
-		return "", nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf(
+	canon, _ = json.Marshal(tr) // map keys are sorted by encoding/json
+	if limit := h.maxStored; len(canon) > limit {
+		return "", nil, nil, h.fail("invalid", http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf(
 			"the task as stored is larger than %d bytes: its body is stored base64-encoded, its URL and header values JSON-escaped (<, > and & take 6 bytes each)", limit))
 	}
-	return key, tr, nil
+	return key, tr, canon, nil
 }
 
 func (h *Handler) create(c *fiber.Ctx) error {
-	key, tr, err := h.admit(c)
+	key, tr, canon, err := h.admit(c)
 	if err != nil {
 		return err
 	}
@@ -233,7 +235,7 @@ func (h *Handler) create(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	fp := fingerprint(tr)
+	fp := fingerprintOf(canon)
 	outcome, ans, cerr := h.store.ClaimKey(ctx, scope, key, fp, h.keyTTL, abandonAfter)
 	if cerr != nil {
 		return h.unavailable(c, cerr)
@@ -491,19 +493,18 @@ func hostOf(raw string) string {
 // request at the limit fits. jetstream.HeaderRoom has room for it.
 const storedSlack = 1 << 10
 
-// storedSize is the size of tr as stored: the JSON fingerprint hashes.
-// The broker's max payload leaves it four thirds of tasks.max_body (app's
-// checkPayload: a body travels base64-encoded), but the JSON escapes <, >
-// and & in the URL and header values as six bytes each.
-func storedSize(tr *store.TaskRequest) int {
-	b, _ := json.Marshal(tr)
-	return len(b)
-}
-
 // fingerprint is a hash of the canonical request: equal for requests that
-// would make the same task.
+// would make the same task. The canonical form is the task as stored (its
+// JSON): the broker's max payload leaves it four thirds of tasks.max_body
+// (app's checkPayload: a body travels base64-encoded), but the JSON
+// escapes <, > and & in the URL and header values as six bytes each.
 func fingerprint(tr *store.TaskRequest) string {
 	canon, _ := json.Marshal(tr) // map keys are sorted by encoding/json
+	return fingerprintOf(canon)
+}
+
+// fingerprintOf is the fingerprint of a canonical request.
+func fingerprintOf(canon []byte) string {
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
 }
