@@ -587,7 +587,7 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 	}
 	t.Cleanup(conn.Close)
 	js, _ := natsjs.New(conn)
-	cfg := cluster.RecordsConfig{Replicas: 3, TTL: time.Second, JetStream: func() natsjs.JetStream { return js },
+	cfg := cluster.RecordsConfig{Replicas: 3, TTL: time.Hour, JetStream: func() natsjs.JetStream { return js },
 		Poll: 50 * time.Millisecond}
 	reg := prometheus.NewRegistry()
 	sta, ra := startRecords(t, "a", cfg)
@@ -603,17 +603,33 @@ func TestRecordsMissedWhileAway(t *testing.T) {
 	_ = rb.Stop(ctx) // b is away
 	round("e1", 2)
 	round("e2", 3)
-	gatewaytest.WaitFor(t, "the stream dropped e1 and e2 (records_ttl)", 30*time.Second, func() (bool, string) {
+	// The records' age is cut short only while b is away, so that no
+	// record b is to read can age out before b reads it.
+	maxAge := func(age time.Duration) {
+		t.Helper()
+		st, err := js.Stream(ctx, cluster.DefaultRecordsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := st.CachedInfo().Config
+		sc.MaxAge, sc.Duplicates = age, min(age, 2*time.Minute)
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxAge(time.Second)
+	gatewaytest.WaitFor(t, "the stream dropped e0, e1 and e2 (records_ttl)", 30*time.Second, func() (bool, string) {
 		st, err := js.Stream(ctx, cluster.DefaultRecordsStream)
 		if err != nil {
 			return false, err.Error()
 		}
 		return st.CachedInfo().State.Msgs == 0, fmt.Sprint(st.CachedInfo().State.Msgs, " records")
 	})
-	round("e3", 4)
+	maxAge(time.Hour)
 	if err := rb.Start(ctx); err != nil { // b is back
 		t.Fatal(err)
 	}
+	round("e3", 4)
 	gatewaytest.WaitFor(t, "b applied e3", 30*time.Second, func() (bool, string) { return applied(stb, "e3"), "" })
 	if applied(stb, "e1") || applied(stb, "e2") {
 		t.Fatal("b applied records the stream no longer held")
