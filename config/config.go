@@ -361,8 +361,8 @@ type Route struct {
 	BreakerThreshold int           `yaml:"breaker_threshold"`
 	BreakerCooldown  time.Duration `yaml:"breaker_cooldown"`
 	// RetryWaitMin and RetryWaitMax bound the jittered backoff between quick
-	// retries. RetryWaitMax also caps a downstream's Retry-After, so it
-	// cannot park a worker. Defaults 1s and 30s.
+	// retries, and a downstream's Retry-After: it can neither park a worker
+	// nor make a tight loop. Defaults 1s and 30s.
 	RetryWaitMin time.Duration `yaml:"retry_wait_min"`
 	RetryWaitMax time.Duration `yaml:"retry_wait_max"`
 	// Schedule is the delay before each long-schedule round after the first

@@ -10,7 +10,7 @@ import (
 
 // A quick retry waits within [max(retry_wait_min, d/2), d], d the doubled
 // wait bounded by retry_wait_max; a downstream's Retry-After (429, 503)
-// is bounded by retry_wait_max.
+// is honoured within [retry_wait_min, retry_wait_max].
 func TestBackoffBounds(t *testing.T) {
 	const minWait, maxWait = time.Second, 30 * time.Second
 	for _, tc := range []struct {
@@ -29,9 +29,21 @@ func TestBackoffBounds(t *testing.T) {
 			}
 		}
 	}
-	resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"3600"}}}
-	if got := backoff(minWait, maxWait, 0, resp); got != maxWait {
-		t.Errorf("429 with Retry-After 3600: waits %s, want %s", got, maxWait)
+	for _, tc := range []struct {
+		status     int
+		retryAfter string
+		want       time.Duration
+	}{
+		{http.StatusTooManyRequests, "3600", maxWait},
+		{http.StatusTooManyRequests, "7", 7 * time.Second},
+		{http.StatusTooManyRequests, "0", minWait},
+		{http.StatusServiceUnavailable, "0", minWait},
+		{http.StatusServiceUnavailable, "Wed, 21 Oct 2015 07:28:00 GMT", minWait},
+	} {
+		resp := &http.Response{StatusCode: tc.status, Header: http.Header{"Retry-After": {tc.retryAfter}}}
+		if got := backoff(minWait, maxWait, 0, resp); got != tc.want {
+			t.Errorf("%d with Retry-After %q: waits %s, want %s", tc.status, tc.retryAfter, got, tc.want)
+		}
 	}
 }
 

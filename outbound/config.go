@@ -51,7 +51,7 @@ type Route struct {
 	// Retries is the number of quick in-process retries per round. 0: none.
 	Retries int
 	// RetryWaitMin and RetryWaitMax bound the jittered backoff between
-	// quick retries; RetryWaitMax also caps a downstream's Retry-After.
+	// quick retries, and a downstream's Retry-After.
 	// Defaults 1s and 30s.
 	RetryWaitMin time.Duration
 	RetryWaitMax time.Duration

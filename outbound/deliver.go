@@ -183,11 +183,12 @@ func checkHeader(h http.Header) error {
 }
 
 // backoff is jittered exponential between min and max; a Retry-After on a
-// 429 or 503 is honoured but never beyond max.
+// 429 or 503 is honoured within [min, max], so "Retry-After: 0" or a past
+// date is no tight loop.
 func backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return min(d, maxWait)
+			return min(max(d, minWait), maxWait)
 		}
 	}
 	d := minWait << min(attempt, 30)

@@ -30,8 +30,8 @@ func FuzzRetryAfter(f *testing.F) {
 		}
 		for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 			resp := &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {s}}}
-			if w := backoff(minWait, maxWait, 0, resp); w < 0 || w > maxWait {
-				t.Fatalf("%d with Retry-After %q: waits %s, want within [0, %s]", status, s, w, maxWait)
+			if w := backoff(minWait, maxWait, 0, resp); w < minWait || w > maxWait {
+				t.Fatalf("%d with Retry-After %q: waits %s, want within [%s, %s]", status, s, w, minWait, maxWait)
 			}
 		}
 	})
