@@ -91,6 +91,9 @@ func (a *App) startRecords(ctx context.Context) error {
 	}
 	a.records = r
 	a.started("cluster records", r)
+	a.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_cluster_records_outbox",
+		Help: "Records waiting to be published to the records stream (read at most every 5s)."},
+		(&cachedCount{read: a.store.CountRecordsOut}).get))
 	return nil
 }
 

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
@@ -32,6 +35,11 @@ routes:
 		return code == 200 && ans.check("cluster pauses").OK && ans.check("cluster records").OK, fmt.Sprintf("%d %+v", code, ans)
 	}
 	gatewaytest.WaitFor(t, "/readyz/delivery with the pauses bucket and the records stream ok", 30*time.Second, allOK)
+	if fams, err := a.Registry.Gather(); err != nil || !slices.ContainsFunc(fams, func(mf *dto.MetricFamily) bool {
+		return mf.GetName() == "hookgate_cluster_records_outbox"
+	}) {
+		t.Errorf("hookgate_cluster_records_outbox not registered (%v)", err)
+	}
 
 	// The loops that would make them again are stopped while they are
 	// gone, so the answer below is the check's, not a race with them.

@@ -35,11 +35,11 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// backlogCacheFor is how long a read of the outbox backlog is reused:
-// scrapes never cost more than one small indexed count per interval.
-const backlogCacheFor = 5 * time.Second
+// countCacheFor is how long a count read for a gauge is reused: scrapes,
+// however many, cost one count per interval.
+const countCacheFor = 5 * time.Second
 
-// cachedCount caches a count read from the store.
+// cachedCount caches a count read from the store for countCacheFor.
 type cachedCount struct {
 	read func(context.Context) (int64, error)
 
@@ -51,7 +51,7 @@ type cachedCount struct {
 func (c *cachedCount) get() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.at.IsZero() && time.Since(c.at) < backlogCacheFor {
+	if !c.at.IsZero() && time.Since(c.at) < countCacheFor {
 		return c.val
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -120,15 +120,8 @@ func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records,
 			Help: "Records the stream no longer held when this gateway came to read them (away longer than cluster.records_ttl)."}),
 	}
 	if cfg.Registerer != nil {
-		outbox := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookgate_cluster_records_outbox",
-			Help: "Round records waiting to be published to the records stream."}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			n, _ := st.CountRecordsOut(ctx)
-			return float64(n)
-		})
 		if err := errors.Join(cfg.Registerer.Register(r.published), cfg.Registerer.Register(r.applied),
-			cfg.Registerer.Register(r.missed), cfg.Registerer.Register(outbox)); err != nil {
+			cfg.Registerer.Register(r.missed)); err != nil {
 			return nil, fmt.Errorf("cluster records: metrics: %w", err)
 		}
 	}
