@@ -206,7 +206,7 @@ func (p *Policy) destination(ctx context.Context, network, host string) (name st
 	}
 	addrs, err = p.resolver().LookupNetIP(ctx, network, host)
 	if err != nil {
-		return "", nil, fmt.Errorf("egress: resolving %s: %w", host, err)
+		return "", nil, fmt.Errorf("egress: resolving %s: %w", host, withoutServer(err))
 	}
 	if len(addrs) == 0 {
 		return "", nil, fmt.Errorf("egress: resolving %s: no addresses", host)
@@ -217,6 +217,19 @@ func (p *Policy) destination(ctx context.Context, network, host string) (name st
 		}
 	}
 	return name, addrs, nil
+}
+
+// withoutServer is a resolver's err without the address of the DNS
+// server it names (*net.DNSError): the text reaches the task client, as
+// notAllowed's does.
+func withoutServer(err error) error {
+	var de *net.DNSError
+	if !errors.As(err, &de) || de.Server == "" {
+		return err
+	}
+	c := *de
+	c.Server = ""
+	return &c
 }
 
 // parsePort parses a decimal port number in 1-65535.
