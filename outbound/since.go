@@ -29,12 +29,16 @@ import (
 // Likewise a route whose sources or events change is given only the
 // events received after the change: route_takes:<name> holds what the
 // route took since when (the last routeTakesKept changes), and an event
-// is the route's only if the route took it when it was received.
+// is the route's only if the route took it when it was received. A route
+// removed takes nothing from the first start without it on (its consumer
+// is deleted with it): routes_configured holds the routes of the last
+// start.
 const (
 	routeSincePrefix = "route_since:"
 	routesSinceKept  = "routes_since_kept"
 	routeTakesPrefix = "route_takes:"
 	routeTakesKept   = 32
+	routesConfigured = "routes_configured"
 )
 
 // takes is what a route took from Since on (unix ms).
@@ -142,6 +146,9 @@ func (e *Engine) loadSince(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.noteRemoved(ctx); err != nil {
+		return err
+	}
 	if kept == "" {
 		if err := e.store.SetMeta(ctx, routesSinceKept, "1"); err != nil {
 			return err
@@ -176,6 +183,74 @@ func (e *Engine) loadTakes(ctx context.Context, r *route, since int64) error {
 		}
 	}
 	r.takes.Store(&history)
+	return nil
+}
+
+// noteRemoved records that each route configured at the last start and
+// not now takes nothing from now on, and notes the routes configured now.
+func (e *Engine) noteRemoved(ctx context.Context) error {
+	v, err := e.store.Meta(ctx, routesConfigured)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", routesConfigured, err)
+	}
+	var last []string
+	if v != "" {
+		if err := json.Unmarshal([]byte(v), &last); err != nil {
+			return fmt.Errorf("%s %q: %w", routesConfigured, v, err)
+		}
+	}
+	now := time.Now().UnixMilli()
+	for _, name := range last {
+		if e.byName[name] == nil {
+			if err := e.takesNothing(ctx, name, now); err != nil {
+				return err
+			}
+		}
+	}
+	names := make([]string, 0, len(e.routes))
+	for _, r := range e.routes {
+		names = append(names, r.cfg.Name)
+	}
+	slices.Sort(names)
+	if slices.Equal(last, names) {
+		return nil
+	}
+	b, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	if err := e.store.SetMeta(ctx, routesConfigured, string(b)); err != nil {
+		return fmt.Errorf("record %s: %w", routesConfigured, err)
+	}
+	return nil
+}
+
+// takesNothing adds to the history of the removed route name that it
+// takes nothing from now on (unless its history says so already).
+func (e *Engine) takesNothing(ctx context.Context, name string, now int64) error {
+	key := routeTakesPrefix + name
+	v, err := e.store.Meta(ctx, key)
+	if err != nil {
+		return fmt.Errorf("route %s (removed): read what it takes: %w", name, err)
+	}
+	if v == "" {
+		return nil
+	}
+	var history []takes
+	if err := json.Unmarshal([]byte(v), &history); err != nil {
+		return fmt.Errorf("route %s (removed): what it takes %q: %w", name, v, err)
+	}
+	history, changed := nextTakes(history, 0, now, nil, nil)
+	if !changed {
+		return nil
+	}
+	b, err := json.Marshal(history)
+	if err != nil {
+		return fmt.Errorf("route %s (removed): what it takes: %w", name, err)
+	}
+	if err := e.store.SetMeta(ctx, key, string(b)); err != nil {
+		return fmt.Errorf("route %s (removed): record what it takes: %w", name, err)
+	}
 	return nil
 }
 

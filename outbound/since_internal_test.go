@@ -50,6 +50,8 @@ func TestNextTakes(t *testing.T) {
 			append(slices.Clone(first), takes{Since: 100, Sources: []string{"a", "b"}}), true},
 		{"a clock behind the last change", []takes{{Since: 500, Sources: []string{"a"}}}, []string{"b"}, nil,
 			[]takes{{Since: 500, Sources: []string{"a"}}, {Since: 500, Sources: []string{"b"}}}, true},
+		{"removed: takes nothing", first, nil, nil, append(slices.Clone(first), takes{Since: 100}), true},
+		{"removed already", []takes{{Since: 50}}, nil, nil, []takes{{Since: 50}}, false},
 	} {
 		got, changed := nextTakes(slices.Clone(c.history), 0, 100, c.sources, c.events)
 		if changed != c.changed || !slices.EqualFunc(got, c.want, func(a, b takes) bool {

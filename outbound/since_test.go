@@ -270,3 +270,45 @@ func TestRouteSinceAgreesWithConsumer(t *testing.T) {
 		t.Errorf("route_since:b = %q, %v; want the consumer's creation, recorded", v, err)
 	}
 }
+
+// A route removed and configured again is not waited for on the events
+// received while it was gone, which it was never given (its consumer was
+// deleted with it): retention prunes them once the routes of their time
+// finished. (They were kept for good: the route was taken as configured
+// throughout.)
+func TestRetentionAfterRouteRemovedAndAddedAgain(t *testing.T) {
+	a, b := newDownstream(t, nil), newDownstream(t, nil)
+	dir := t.TempDir()
+	cfg := func(routes string) *config.Config {
+		return dirConfig(t, dir, "retention: {events: 1s, interval: 100ms}\n", routes)
+	}
+	both := routeYAML("a", a.URL, "") + routeYAML("b", b.URL, "")
+	g := restart(t, cfg(both))
+	g.send(t, "evt_first", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_first", store.StateSucceeded)
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg(routeYAML("a", a.URL, ""))) // b removed: its consumer deleted
+	g.send(t, "evt_gone", "invoice.paid")
+	g.waitState(t, "a", "stripe", "evt_gone", store.StateSucceeded)
+	waitPublished(t, g, "evt_gone")
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg(both))
+	g.send(t, "evt_back", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_back", store.StateSucceeded)
+	g.send(t, "evt_newest", "invoice.paid") // retention keeps the newest event
+	g.waitState(t, "b", "stripe", "evt_newest", store.StateSucceeded)
+	g.waitState(t, "a", "stripe", "evt_newest", store.StateSucceeded)
+	for _, id := range []string{"evt_first", "evt_gone", "evt_back"} {
+		waitFor(t, id+" pruned", func() (bool, string) {
+			_, err := g.Store().GetEvent(context.Background(), "stripe", id)
+			return errors.Is(err, store.ErrNotFound), fmt.Sprint(err)
+		})
+	}
+	if n := len(b.succeeded()["/ evt_gone"]); n != 0 {
+		t.Errorf("b's downstream got evt_gone %d times, want 0 (b was removed then)", n)
+	}
+}
