@@ -40,12 +40,13 @@ func (a *App) startClaims(ctx context.Context) error {
 	}
 	b := a.broker
 	c, err := cluster.New(cluster.Config{
-		Gateway:   id,
-		Replicas:  a.cfg.NATS.Replicas,
-		TTL:       a.cfg.Cluster.ClaimTTL,
-		JetStream: func() natsjs.JetStream { return b.JetStream() },
-		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
-		Log:       a.log.With("component", "cluster"),
+		Gateway:      id,
+		Replicas:     a.cfg.NATS.Replicas,
+		TTL:          a.cfg.Cluster.ClaimTTL,
+		JetStream:    func() natsjs.JetStream { return b.JetStream() },
+		UntilElected: b.UntilElected,
+		Connected:    func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+		Log:          a.log.With("component", "cluster"),
 	})
 	if err != nil {
 		return err
@@ -72,11 +73,12 @@ func (a *App) startRecords(ctx context.Context) error {
 	}
 	b := a.broker
 	r, err := cluster.NewRecords(a.store, cluster.RecordsConfig{
-		Gateway:    a.claims.Gateway(),
-		Replicas:   a.cfg.NATS.Replicas,
-		TTL:        a.cfg.Cluster.RecordsTTL,
-		JetStream:  func() natsjs.JetStream { return b.JetStream() },
-		Registerer: a.Registry,
+		Gateway:      a.claims.Gateway(),
+		Replicas:     a.cfg.NATS.Replicas,
+		TTL:          a.cfg.Cluster.RecordsTTL,
+		JetStream:    func() natsjs.JetStream { return b.JetStream() },
+		UntilElected: b.UntilElected,
+		Registerer:   a.Registry,
 	}, a.log.With("component", "records"))
 	if err != nil {
 		return err
@@ -146,10 +148,11 @@ func (a *App) deliveryState() outbound.DeliveryState {
 	}
 	b := a.broker
 	cfg := cluster.DeliveryStateConfig{
-		Replicas: a.cfg.NATS.Replicas,
-		TTL:      a.cfg.Retention.Events,
-		Routes:   outboundRoutes(a.cfg.Routes),
-		Tasks:    outboundTasks(a.cfg.Tasks),
+		Replicas:     a.cfg.NATS.Replicas,
+		TTL:          a.cfg.Retention.Events,
+		Routes:       outboundRoutes(a.cfg.Routes),
+		Tasks:        outboundTasks(a.cfg.Tasks),
+		UntilElected: b.UntilElected,
 	}
 	if a.records != nil {
 		cfg.Replica, cfg.Origin, cfg.OnRecorded = a.store, a.claims.Gateway(), a.records.Notify

@@ -51,6 +51,9 @@ type Config struct {
 	TTL time.Duration
 	// JetStream returns the connection's JetStream handle.
 	JetStream func() natsjs.JetStream
+	// UntilElected, if set, cuts the bucket's lookup short at a leader
+	// election.
+	UntilElected UntilElected
 	// Connected, if set, says whether NATS is connected: claims at intake
 	// are not tried while it is not (intake answers from the local store
 	// at once, and the relay claims later).
@@ -168,6 +171,8 @@ func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
+	ctx, cancel := c.cfg.UntilElected.cut(ctx)
+	defer cancel()
 	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,
 		Description: "hookgate: which gateway holds each event (source, event id)",

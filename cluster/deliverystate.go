@@ -42,6 +42,9 @@ type DeliveryStateConfig struct {
 	// Wait bounds each KV request; a claim not made within it is not made.
 	// Default 5s.
 	Wait time.Duration
+	// UntilElected, if set, cuts the bucket's lookup short at a leader
+	// election.
+	UntilElected UntilElected
 	// Replica, if set, records each round in the local store with its
 	// record for the other gateways (store.RecordClusterRound, see
 	// Records), under the gateway name Origin, and OnRecorded (if set) is
@@ -279,6 +282,8 @@ func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
+	tctx, uncut := s.cfg.UntilElected.cut(tctx)
+	defer uncut()
 	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
 		Bucket:      s.cfg.Bucket,
 		Description: "hookgate delivery states and round leases",

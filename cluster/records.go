@@ -34,6 +34,9 @@ type RecordsConfig struct {
 	// JetStream returns the broker's current JetStream context (nil while
 	// not connected).
 	JetStream func() natsjs.JetStream
+	// UntilElected, if set, cuts the stream's lookup short at a leader
+	// election.
+	UntilElected UntilElected
 	// Batch is the most records published or applied at once. Default 256.
 	Batch int
 	// Poll is how often records_out is read without a Notify. Default 1s.
@@ -140,6 +143,8 @@ func (r *Records) Ensure(ctx context.Context) error {
 	if r.ensuredJS == js {
 		return nil
 	}
+	ctx, cancel := r.cfg.UntilElected.cut(ctx)
+	defer cancel()
 	cfg := natsjs.StreamConfig{
 		Name:        r.cfg.Stream,
 		Description: "hookgate: every gateway's events and delivery rounds, applied by every gateway",

@@ -99,6 +99,8 @@ type Broker struct {
 	consumersMu sync.Mutex
 	consumers   ConsumerSet // declared by the deliveries (Declare)
 
+	elections elections // JetStream's leader elections (elected.go)
+
 	lifeMu  sync.Mutex
 	started bool
 	stopped bool
@@ -244,6 +246,11 @@ func (b *Broker) dial() (*link, error) {
 	nc, err := nats.Connect(b.url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: connect: %w", hideURL(err))
+	}
+	if b.srv == nil {
+		if err := b.elections.watch(nc); err != nil {
+			log.Warn("nats: leader elections not watched; requests to a group without a leader wait out their timeout", "err", err)
+		}
 	}
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(1024),

@@ -34,9 +34,10 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 		if !ok {
 			return
 		}
+		elected := p.e.broker.Elected()
 		if wait := p.fetch(pullCtx, cons, n); wait > 0 {
 			cons = nil // look it up again
-			if !sleep(pullCtx, wait) {
+			if !sleepUnless(pullCtx, wait, elected) {
 				return
 			}
 		}
@@ -65,14 +66,12 @@ func (p *puller) worker(roundCtx context.Context) {
 }
 
 // consumer makes sure of the stream and the route's consumer, retrying
-// every second; nil once ctx ends.
+// every second, or at once after a leader election (a stream or consumer
+// without a leader answers nothing until then); nil once ctx ends.
 func (p *puller) consumer(ctx context.Context) natsjs.Consumer {
 	for {
-		err := p.e.broker.EnsureStream(ctx)
-		var cons natsjs.Consumer
-		if err == nil {
-			cons, err = p.e.ensureConsumer(ctx, p.r)
-		}
+		elected := p.e.broker.Elected()
+		cons, err := p.lookUp(ctx)
 		if err == nil {
 			p.e.agreeSince(ctx, p.r, cons.CachedInfo().Created)
 			return cons
@@ -81,10 +80,21 @@ func (p *puller) consumer(ctx context.Context) natsjs.Consumer {
 			return nil
 		}
 		p.e.log.Warn("route consumer unavailable; retrying", "route", p.r.cfg.Name, "err", err)
-		if !sleep(ctx, time.Second) {
+		if !sleepUnless(ctx, time.Second, elected) {
 			return nil
 		}
 	}
+}
+
+// lookUp makes sure of the stream and the route's consumer, giving up at
+// the next leader election.
+func (p *puller) lookUp(ctx context.Context) (natsjs.Consumer, error) {
+	ctx, cancel := p.e.broker.UntilElected(ctx)
+	defer cancel()
+	if err := p.e.broker.EnsureStream(ctx); err != nil {
+		return nil, err
+	}
+	return p.e.ensureConsumer(ctx, p.r)
 }
 
 // reserve takes one free worker (waiting for it), then every other free
@@ -198,6 +208,19 @@ func (h *handBackDeadline) end() {
 	if h.cancel != nil {
 		h.cancel()
 	}
+}
+
+// sleepUnless is sleep, cut short when done is closed.
+func sleepUnless(ctx context.Context, d time.Duration, done <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-done:
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -165,6 +165,7 @@ type runState struct {
 	checkedAt    time.Time // the idle relay's last look at the stream
 	brokenChecks int       // looks in a row that found it broken
 	backoff      time.Duration
+	elected      <-chan struct{} // closed by a leader election since the round began
 }
 
 func (r *Relay) run(ctx context.Context) {
@@ -180,6 +181,7 @@ func (r *Relay) run(ctx context.Context) {
 	now := time.Now()
 	st := &runState{healthyAt: now, checkedAt: now}
 	for {
+		st.elected = r.b.Elected()
 		n, err := r.round(ctx, st, poll.C)
 		if ctx.Err() != nil {
 			return
@@ -239,6 +241,10 @@ func (r *Relay) round(ctx context.Context, st *runState, tick <-chan time.Time) 
 // created anew. Only a new stream needs its consumers and what it lacks
 // (recovery reads the whole store).
 func (r *Relay) recheckStream(ctx context.Context, st *runState) error {
+	// A stream without a leader answers nothing: its new leader's election
+	// ends the wait.
+	ctx, cancel := r.b.UntilElected(ctx)
+	defer cancel()
 	if err := r.b.EnsureStream(ctx); err != nil {
 		return err
 	}
@@ -288,7 +294,9 @@ func (r *Relay) repairStalled(ctx context.Context, st *runState, cause error) {
 }
 
 // backOff waits after a failed round, twice as long as after the one
-// before (50ms to MaxBackoff). It returns false if ctx ended.
+// before (50ms to MaxBackoff), or until a leader election JetStream
+// announced since the round began (a stream without a leader refuses
+// publishes until then). It returns false if ctx ended.
 func (r *Relay) backOff(ctx context.Context, st *runState, err error, tick <-chan time.Time) bool {
 	st.backoff = min(max(2*st.backoff, 50*time.Millisecond), r.cfg.MaxBackoff)
 	r.log.Warn("outbox relay: publishing or recording acks failed, retrying", "err", err, "retry_in", st.backoff)
@@ -299,6 +307,7 @@ func (r *Relay) backOff(ctx context.Context, st *runState, err error, tick <-cha
 	case <-ctx.Done():
 		return false
 	case <-time.After(st.backoff):
+	case <-st.elected:
 	}
 	select {
 	case <-tick: // a tick from the wait would end the next pass at once
