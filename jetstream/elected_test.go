@@ -1,0 +1,54 @@
+package jetstream
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
+)
+
+// A leader elected in the account (here the events stream's, after its
+// leader steps down) ends what waits under UntilElected and closes what
+// Elected returned, so a request made while there was no leader is given
+// up then and made again.
+func TestUntilElectedEndsAtElection(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	b, err := Connect(ctx, Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 5 * time.Second}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	gatewaytest.WaitFor(t, "the events stream", 30*time.Second, func() (bool, string) {
+		err := b.EnsureStream(ctx)
+		return err == nil, errString(err)
+	})
+	elected := b.Elected()
+	ectx, cancel := b.UntilElected(ctx)
+	defer cancel()
+
+	resp, err := b.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN.EVENTS", nil, 10*time.Second)
+	if err != nil {
+		t.Fatalf("step down: %v", err)
+	}
+	t.Logf("step down: %s", resp.Data)
+	gatewaytest.WaitFor(t, "the wait to end at the new leader's election", 30*time.Second, func() (bool, string) {
+		return ectx.Err() != nil, "still waiting"
+	})
+	select {
+	case <-elected:
+	default:
+		t.Fatal("Elected's channel not closed at the election")
+	}
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("the parent ended: %v", err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
