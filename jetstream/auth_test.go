@@ -32,7 +32,7 @@ func connectWith(t *testing.T, url string, auth Auth) {
 	if err := b.EnsureStream(ctx); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if _, err := b.JetStream().Publish(ctx, Subject("src", "t"), []byte("{}")); err != nil {
+	if _, err := b.JetStream().Publish(ctx, SubjectIn(b.Stream(), "src", "t"), []byte("{}")); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,11 +32,13 @@ import (
 	"github.com/hookgate/hookgate/store"
 )
 
-// SubjectPrefix is the first token of every inbound event subject:
-// webhooks.<source>.<event type tokens>.
+// SubjectPrefix is the first token of every inbound event subject of the
+// default deployment: webhooks.<source>.<event type tokens> (Scoped for
+// another nats.stream).
 const SubjectPrefix = "webhooks"
 
-// TaskSubjectPrefix is the first token of task subjects: tasks.<type>.
+// TaskSubjectPrefix is the first token of task subjects: tasks.<type>
+// (Scoped for another nats.stream).
 const TaskSubjectPrefix = "tasks"
 
 // EmbeddedMaxPayload is the embedded server's max payload: the largest
@@ -78,10 +81,11 @@ type Config struct {
 // some server errors, e.g. one it does not know) is replaced by a new one
 // (see renew); every use goes through the broker's current connection.
 type Broker struct {
-	cfg Config
-	log *slog.Logger
-	srv *server.Server // nil with an external NATS
-	url string         // what the connection dials
+	cfg  Config
+	log  *slog.Logger
+	subj subjects       // of cfg.Stream
+	srv  *server.Server // nil with an external NATS
+	url  string         // what the connection dials
 
 	cur atomic.Pointer[link] // nil before Start
 
@@ -115,7 +119,7 @@ func New(cfg Config, log *slog.Logger) *Broker {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
 	if cfg.Stream == "" {
-		cfg.Stream = "HOOKGATE_EVENTS"
+		cfg.Stream = DefaultStream
 	}
 	if cfg.RetireAfter <= 0 {
 		cfg.RetireAfter = RetireAfter
@@ -123,7 +127,7 @@ func New(cfg Config, log *slog.Logger) *Broker {
 	if cfg.DuplicateWindow <= 0 {
 		cfg.DuplicateWindow = 20 * time.Second
 	}
-	return &Broker{cfg: cfg, log: log}
+	return &Broker{cfg: cfg, log: log, subj: subjectsOf(cfg.Stream)}
 }
 
 // Connect is New and Start.
@@ -464,7 +468,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	}
 	sc := natsjs.StreamConfig{
 		Name:       b.cfg.Stream,
-		Subjects:   []string{SubjectPrefix + ".>", TaskSubjectPrefix + ".>"},
+		Subjects:   []string{b.subj.events + ".>", b.subj.tasks + ".>"},
 		Storage:    natsjs.FileStorage,
 		Retention:  natsjs.InterestPolicy,
 		Duplicates: b.cfg.DuplicateWindow,
@@ -473,12 +477,43 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
+	if err := b.dropUnscoped(ctx); err != nil {
+		return err
+	}
 	s, err := b.js().CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
 	}
 	b.streamReady = true
 	b.streamCreated = s.CachedInfo().Created
+	return nil
+}
+
+// dropUnscoped deletes the events stream of another nats.stream than the
+// default one if it still has the default deployment's subjects (made by
+// a version that did not scope them): the routes' consumers cannot take
+// its messages under the new subjects. It is made anew, and the relay's
+// recovery publishes again from the store what the routes still owe, as
+// for any stream made anew.
+func (b *Broker) dropUnscoped(ctx context.Context) error {
+	if b.subj.events == SubjectPrefix {
+		return nil
+	}
+	s, err := b.js().Stream(ctx, b.cfg.Stream)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: stream %s: %w", b.cfg.Stream, err)
+	}
+	if !slices.Contains(s.CachedInfo().Config.Subjects, SubjectPrefix+".>") {
+		return nil
+	}
+	if err := b.js().DeleteStream(ctx, b.cfg.Stream); err != nil && !errors.Is(err, natsjs.ErrStreamNotFound) {
+		return fmt.Errorf("jetstream: stream %s of unscoped subjects: delete: %w", b.cfg.Stream, err)
+	}
+	b.log.Warn("the events stream had the default deployment's subjects; made anew with this deployment's, what the routes still owe is published again from the store",
+		"stream", b.cfg.Stream, "subjects", b.subj.events+".>, "+b.subj.tasks+".>")
 	return nil
 }
 
@@ -615,7 +650,8 @@ var handBackNak = []byte(`-NAK {"delay": 1}`)
 // control line (subject included) passes 4 KiB.
 const maxSubjectType = 255
 
-// Subject returns the subject of an event: webhooks.<source>.<type>, each
+// Subject returns the subject of an event in the default deployment's
+// stream (SubjectIn another's): webhooks.<source>.<type>, each
 // dot-separated part of the type made a valid subject token ('_' for an
 // empty type or part; characters other than letters, digits, '-' and '_'
 // become '_'). When that type part would be longer than 255 bytes it is
@@ -626,12 +662,22 @@ const maxSubjectType = 255
 //
 // Tasks (source store.TaskSource) go to tasks.<type> instead.
 func Subject(source, eventType string) string {
+	return subject(subjects{SubjectPrefix, TaskSubjectPrefix}, source, eventType)
+}
+
+// SubjectIn is Subject in the events stream stream: its first token
+// Scoped.
+func SubjectIn(stream, source, eventType string) string {
+	return subject(subjectsOf(stream), source, eventType)
+}
+
+func subject(subj subjects, source, eventType string) string {
 	var sb strings.Builder
-	sb.Grow(len(SubjectPrefix) + len(source) + min(len(eventType), maxSubjectType) + 3)
+	sb.Grow(len(subj.events) + len(source) + min(len(eventType), maxSubjectType) + 3)
 	if source == store.TaskSource {
-		sb.WriteString(TaskSubjectPrefix)
+		sb.WriteString(subj.tasks)
 	} else {
-		sb.WriteString(SubjectPrefix)
+		sb.WriteString(subj.events)
 		sb.WriteByte('.')
 		sb.WriteString(source)
 	}

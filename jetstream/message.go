@@ -52,7 +52,7 @@ func Requeued(h nats.Header) bool {
 // PublishEvent publishes ev's message to the events stream, under its
 // EventMsgID, without waiting for the PubAck: the future brings it.
 func (b *Broker) PublishEvent(ev *store.Event) (natsjs.PubAckFuture, error) {
-	return b.js().PublishMsgAsync(eventMsg(ev), natsjs.WithMsgID(EventMsgID(ev)))
+	return b.js().PublishMsgAsync(eventMsg(ev, b.subj), natsjs.WithMsgID(EventMsgID(ev)))
 }
 
 // Refused reports whether err is the broker refusing a message for its
@@ -76,9 +76,9 @@ func Refused(err error) bool {
 // eventHeaders is the number of headers eventMsg sets.
 const eventHeaders = 6
 
-// eventMsg is the message of an event: its subject (Subject), its body,
-// and its identity in headers.
-func eventMsg(ev *store.Event) *nats.Msg {
+// eventMsg is the message of an event: its subject of subj (Subject's
+// for the default deployment), its body, and its identity in headers.
+func eventMsg(ev *store.Event, subj subjects) *nats.Msg {
 	// One backing array for the header values, one for the texts made
 	// here, instead of an allocation per header.
 	var buf [64]byte
@@ -99,5 +99,5 @@ func eventMsg(ev *store.Event) *nats.Msg {
 		vals[5] = ev.ContentType
 		h["Content-Type"] = vals[5:6:6]
 	}
-	return &nats.Msg{Subject: Subject(ev.Source, ev.Type), Header: h, Data: ev.Body}
+	return &nats.Msg{Subject: subject(subj, ev.Source, ev.Type), Header: h, Data: ev.Body}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -44,7 +45,7 @@ func TestRouteDefaults(t *testing.T) {
 
 func TestTaskRoute(t *testing.T) {
 	t.Parallel()
-	r, err := newTaskRoute(Tasks{Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Retries: 1}, nil)
+	r, err := newTaskRoute(Tasks{Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Retries: 1}, jetstream.DefaultStream, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,8 +162,12 @@ func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Lo
 	}
 	e := &Engine{cfg: cfg, state: cfg.State, events: st, retrys: st, replay: st, store: st, scopes: st, broker: b, log: log,
 		byName: map[string]*route{}}
+	stream := jetstream.DefaultStream
+	if b != nil {
+		stream = b.Stream()
+	}
 	for _, rc := range routes {
-		r, err := newRoute(rc, cfg.Transport)
+		r, err := newRoute(rc, stream, cfg.Transport)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +175,7 @@ func New(routes []Route, st Store, b *jetstream.Broker, cfg Config, log *slog.Lo
 		e.byName[rc.Name] = r
 	}
 	if cfg.Tasks != nil {
-		r, err := newTaskRoute(*cfg.Tasks, cfg.TaskTransport)
+		r, err := newTaskRoute(*cfg.Tasks, stream, cfg.TaskTransport)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/hookgate/hookgate/jetstream"
 )
 
 // An https:// proxy that offers HTTP/2 (as a Go, Envoy or Caddy proxy
@@ -50,7 +52,7 @@ func TestRouteThroughHTTPSProxyWithH2(t *testing.T) {
 	roots.AddCert(ds.Certificate()) // httptest's one certificate, the proxy's too
 	tr := defaultTransport()
 	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	r, err := newRoute(Route{Name: "r", Sources: []string{"s"}, URL: ds.URL, Proxy: proxy.URL}, tr)
+	r, err := newRoute(Route{Name: "r", Sources: []string{"s"}, URL: ds.URL, Proxy: proxy.URL}, jetstream.DefaultStream, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

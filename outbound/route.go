@@ -44,13 +44,14 @@ type route struct {
 	takes atomic.Pointer[[]takes]
 }
 
-func newRoute(rc Route, transport http.RoundTripper) (*route, error) {
+// newRoute is route rc, its consumer on the events stream stream.
+func newRoute(rc Route, stream string, transport http.RoundTripper) (*route, error) {
 	rc = rc.withDefaults()
 	r := &route{cfg: rc, sources: map[string]bool{}, consumer: "route_" + rc.Name,
 		breaker: newBreaker(rc.BreakerThreshold, rc.BreakerCooldown)}
 	for _, s := range rc.Sources {
 		r.sources[s] = true
-		r.subjects = append(r.subjects, jetstream.SubjectPrefix+"."+s+".>")
+		r.subjects = append(r.subjects, jetstream.SourceFilter(stream, s))
 	}
 	if rc.Secret != "" {
 		key, err := signature.DecodeStandardSecret(rc.Secret)

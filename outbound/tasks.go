@@ -14,14 +14,15 @@ import (
 const TaskRoute = "_tasks"
 
 // newTaskRoute is the route of task deliveries: each task names its own
-// URL; transport enforces the egress policy at dial time.
-func newTaskRoute(tc Tasks, transport http.RoundTripper) (*route, error) {
-	r, err := newRoute(tc.route(), transport)
+// URL; transport enforces the egress policy at dial time. Its consumer is
+// on the events stream stream.
+func newTaskRoute(tc Tasks, stream string, transport http.RoundTripper) (*route, error) {
+	r, err := newRoute(tc.route(), stream, transport)
 	if err != nil {
 		return nil, err
 	}
 	r.consumer = "tasks"
-	r.subjects = []string{jetstream.TaskSubjectPrefix + ".>"}
+	r.subjects = []string{jetstream.TaskFilter(stream)}
 	r.scopes, r.queued = newScopeSlots(tc.perToken()), newScopeSlots(tc.perToken())
 	return r, nil
 }
