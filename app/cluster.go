@@ -41,6 +41,7 @@ func (a *App) startClaims(ctx context.Context) error {
 	b := a.broker
 	c, err := cluster.New(cluster.Config{
 		Gateway:      id,
+		Bucket:       cluster.Deployment(a.cfg.NATS.Stream).Claims,
 		Replicas:     a.cfg.NATS.Replicas,
 		TTL:          a.cfg.Cluster.ClaimTTL,
 		JetStream:    func() natsjs.JetStream { return b.JetStream() },
@@ -72,8 +73,11 @@ func (a *App) startRecords(ctx context.Context) error {
 		return nil
 	}
 	b := a.broker
+	names := cluster.Deployment(a.cfg.NATS.Stream)
 	r, err := cluster.NewRecords(a.store, cluster.RecordsConfig{
 		Gateway:      a.claims.Gateway(),
+		Stream:       names.Records,
+		Subject:      names.RecordsSubject,
 		Replicas:     a.cfg.NATS.Replicas,
 		TTL:          a.cfg.Cluster.RecordsTTL,
 		JetStream:    func() natsjs.JetStream { return b.JetStream() },
@@ -148,6 +152,7 @@ func (a *App) deliveryState() outbound.DeliveryState {
 	}
 	b := a.broker
 	cfg := cluster.DeliveryStateConfig{
+		Bucket:       cluster.Deployment(a.cfg.NATS.Stream).Deliveries,
 		Replicas:     a.cfg.NATS.Replicas,
 		TTL:          a.cfg.Retention.Events,
 		Routes:       outboundRoutes(a.cfg.Routes),
@@ -170,6 +175,7 @@ func (a *App) newPauses(context.Context) error {
 	b := a.broker
 	p, err := cluster.NewPauses(cluster.PausesConfig{
 		Gateway:   a.claims.Gateway(),
+		Bucket:    cluster.Deployment(a.cfg.NATS.Stream).Pauses,
 		Replicas:  a.cfg.NATS.Replicas,
 		JetStream: func() natsjs.JetStream { return b.JetStream() },
 		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },

@@ -69,7 +69,7 @@ func (a *App) statsBucket(ctx context.Context) (console.Shared, error) {
 	b := a.broker
 	return cluster.NewStatsBucket(cluster.StatsConfig{
 		Gateway:   gateway,
-		Bucket:    cluster.StatsBucketName(a.cfg.NATS.Stream),
+		Bucket:    cluster.Deployment(a.cfg.NATS.Stream).Stats,
 		Replicas:  a.cfg.NATS.Replicas,
 		Own:       a.claims == nil,
 		JetStream: func() natsjs.JetStream { return b.JetStream() },

@@ -42,7 +42,8 @@ type Config struct {
 	// Gateway names this gateway in the claims it makes. Required; stable
 	// across restarts of one data_dir.
 	Gateway string
-	// Bucket is the KV bucket. Default HOOKGATE_CLAIMS.
+	// Bucket is the KV bucket (Deployment's Claims). Default
+	// DefaultClaimsBucket.
 	Bucket string
 	// Replicas of the bucket. Default 1.
 	Replicas int
@@ -89,6 +90,9 @@ func Digest(ev *store.Event) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// DefaultClaimsBucket is the default deployment's bucket of claims.
+const DefaultClaimsBucket = "HOOKGATE_CLAIMS"
+
 // Claims is the claim store.
 type Claims struct {
 	cfg Config
@@ -110,7 +114,7 @@ func New(cfg Config) (*Claims, error) {
 		return nil, errors.New("cluster claims: no ttl")
 	}
 	if cfg.Bucket == "" {
-		cfg.Bucket = "HOOKGATE_CLAIMS"
+		cfg.Bucket = DefaultClaimsBucket
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1

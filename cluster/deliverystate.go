@@ -20,8 +20,8 @@ import (
 // DeliveryStateConfig configures NewDeliveryState; zero values take the
 // stated defaults.
 type DeliveryStateConfig struct {
-	// Bucket is the KV bucket of delivery states. Default
-	// "HOOKGATE_DELIVERIES".
+	// Bucket is the KV bucket of delivery states (Deployment's
+	// Deliveries). Default "HOOKGATE_DELIVERIES".
 	Bucket string
 	// Replicas of the bucket. Default 1.
 	Replicas int

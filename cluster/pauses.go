@@ -21,7 +21,8 @@ import (
 type PausesConfig struct {
 	// Gateway names this gateway in the pauses it writes. Required.
 	Gateway string
-	// Bucket is the KV bucket. Default "HOOKGATE_ROUTES".
+	// Bucket is the KV bucket (Deployment's Pauses). Default
+	// "HOOKGATE_ROUTES".
 	Bucket string
 	// Replicas of the bucket. Default 1.
 	Replicas int
@@ -39,7 +40,8 @@ type PausesConfig struct {
 	Check time.Duration
 }
 
-// DefaultPausesBucket is the bucket of the operators' pauses.
+// DefaultPausesBucket is the default deployment's bucket of the operators'
+// pauses.
 const DefaultPausesBucket = "HOOKGATE_ROUTES"
 
 // PauseApplier is the engine as Pauses sees it: it applies a route's

@@ -25,8 +25,13 @@ type RecordsConfig struct {
 	// Gateway names this gateway in the records it publishes (its cluster
 	// claims' name). Required.
 	Gateway string
-	// Stream is the records stream. Default "HOOKGATE_RECORDS".
+	// Stream is the records stream (Deployment's Records). Default
+	// "HOOKGATE_RECORDS".
 	Stream string
+	// Subject is the first tokens of the stream's subjects, each record's
+	// <Subject>.<kind> (Deployment's RecordsSubject). Default
+	// "hookgate.records", the store's record subjects.
+	Subject string
 	// Replicas of the stream. Default 1.
 	Replicas int
 	// TTL is how long the stream keeps a record (its MaxAge). Required.
@@ -48,8 +53,12 @@ type RecordsConfig struct {
 // Defaults of RecordsConfig.
 const (
 	DefaultRecordsStream = "HOOKGATE_RECORDS"
-	recordsSubjects      = "hookgate.records.>"
-	recordsDuplicates    = 2 * time.Minute
+	recordsPrefix        = "hookgate"
+	recordsToken         = "records"
+	// storeRecords is the default deployment's Subject, the store's
+	// subjects' (store.EventRecordSubject and the others).
+	storeRecords      = recordsPrefix + "." + recordsToken
+	recordsDuplicates = 2 * time.Minute
 	// HeaderRecord carries an event record's JSON; the body is the data.
 	HeaderRecord = "Hookgate-Record"
 )
@@ -105,6 +114,9 @@ func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records,
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultRecordsStream
 	}
+	if cfg.Subject == "" {
+		cfg.Subject = storeRecords
+	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
@@ -148,7 +160,7 @@ func (r *Records) Ensure(ctx context.Context) error {
 	cfg := natsjs.StreamConfig{
 		Name:        r.cfg.Stream,
 		Description: "hookgate: every gateway's events and delivery rounds, applied by every gateway",
-		Subjects:    []string{recordsSubjects},
+		Subjects:    []string{r.cfg.Subject + ".>"},
 		Retention:   natsjs.LimitsPolicy,
 		Storage:     natsjs.FileStorage,
 		Replicas:    r.cfg.Replicas,
@@ -232,7 +244,7 @@ func (r *Records) PublishEventRecord(ev *store.Event) (natsjs.PubAckFuture, erro
 	if js == nil {
 		return nil, errors.New("cluster records: not connected to nats")
 	}
-	msg := &nats.Msg{Subject: store.EventRecordSubject, Header: nats.Header{}, Data: full.Body}
+	msg := &nats.Msg{Subject: r.subject(store.EventRecordSubject), Header: nats.Header{}, Data: full.Body}
 	msg.Header.Set(HeaderRecord, string(meta))
 	f, err := js.PublishMsgAsync(msg, natsjs.WithMsgID("event:"+Key(full.Source, full.ID)))
 	if err != nil {
@@ -299,7 +311,7 @@ func (r *Records) publishOut(ctx context.Context) (n int, err error) {
 	}
 	futures := make([]natsjs.PubAckFuture, 0, len(recs))
 	for _, rec := range recs {
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: rec.Subject, Data: rec.Data}, natsjs.WithMsgID(rec.MsgID))
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: r.subject(rec.Subject), Data: rec.Data}, natsjs.WithMsgID(rec.MsgID))
 		if err != nil {
 			break
 		}
@@ -548,7 +560,20 @@ func (r *Records) apply(ctx context.Context, batch []natsjs.Msg, pos uint64) (ui
 
 // decode reads a record; one this gateway published is left empty.
 func (r *Records) decode(m natsjs.Msg) (store.Record, error) {
-	return decodeRecord(m.Subject(), m.Headers().Get(HeaderRecord), m.Data(), r.cfg.Gateway)
+	subject := m.Subject()
+	if kind, ok := strings.CutPrefix(subject, r.cfg.Subject+"."); ok {
+		subject = storeRecords + "." + kind
+	}
+	return decodeRecord(subject, m.Headers().Get(HeaderRecord), m.Data(), r.cfg.Gateway)
+}
+
+// subject is the store's record subject s (hookgate.records.<kind>) in
+// this deployment's stream.
+func (r *Records) subject(s string) string {
+	if kind, ok := strings.CutPrefix(s, storeRecords+"."); ok {
+		return r.cfg.Subject + "." + kind
+	}
+	return s
 }
 
 // decodeRecord reads a record of the stream (subject, the HeaderRecord
@@ -593,7 +618,7 @@ func decodeRecord(subject, meta string, data []byte, self string) (store.Record,
 			return store.Record{}, errors.New("a state record without a route, source, event id or state")
 		}
 		return store.Record{State: &sr}, nil
-	case strings.HasPrefix(subject, "hookgate.records."):
+	case strings.HasPrefix(subject, storeRecords+"."):
 		return store.Record{}, nil // a kind of a later version: not this one's
 	}
 	return store.Record{}, fmt.Errorf("subject %q", subject)

@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,8 +20,8 @@ import (
 type StatsConfig struct {
 	// Gateway names this gateway in the keys it writes. Required.
 	Gateway string
-	// Bucket is the KV bucket (StatsBucketName of the deployment's
-	// stream). Default "HOOKGATE_STATS".
+	// Bucket is the KV bucket (Deployment's Stats). Default
+	// "HOOKGATE_STATS".
 	Bucket string
 	// Replicas of the bucket. Default 1.
 	Replicas int
@@ -40,29 +38,9 @@ type StatsConfig struct {
 	Wait time.Duration
 }
 
-// DefaultStatsBucket is the bucket of the console's samples.
+// DefaultStatsBucket is the default deployment's bucket of the console's
+// samples.
 const DefaultStatsBucket = "HOOKGATE_STATS"
-
-// StatsBucketName is the bucket of the deployment whose events stream is
-// stream (nats.stream): HOOKGATE_STATS for the default stream, else
-// HOOKGATE_STATS_ and the stream's name (its hash if the name has
-// characters a bucket's cannot). Deployments on one NATS each sum their
-// own samples and keep their own replicas.
-func StatsBucketName(stream string) string {
-	if stream == "" || stream == defaultEventsStream {
-		return DefaultStatsBucket
-	}
-	for _, r := range stream {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			sum := sha256.Sum256([]byte(stream))
-			return DefaultStatsBucket + "_" + hex.EncodeToString(sum[:8])
-		}
-	}
-	return DefaultStatsBucket + "_" + stream
-}
-
-// defaultEventsStream is nats.stream's default.
-const defaultEventsStream = "HOOKGATE_EVENTS"
 
 // DefaultStatsTTL is StatsConfig.TTL's default.
 const DefaultStatsTTL = 25 * time.Hour

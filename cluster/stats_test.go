@@ -131,18 +131,29 @@ sources:
 	wait("staging's consoles to show its 11 accepted, none of production's", 11, s1, s2)
 }
 
-// The stats bucket is named by the deployment's stream, a name a bucket
-// can have.
-func TestStatsBucketName(t *testing.T) {
-	for _, c := range []struct{ stream, want string }{
-		{"", "HOOKGATE_STATS"},
-		{"HOOKGATE_EVENTS", "HOOKGATE_STATS"},
-		{"STAGING_EVENTS", "HOOKGATE_STATS_STAGING_EVENTS"},
-		{"ev-2", "HOOKGATE_STATS_ev-2"},
-		{"é+#", "HOOKGATE_STATS_32a0f6f3def748b8"},
+// Every bucket and the records stream are named by the deployment's
+// stream, names a bucket and a subject's token can have; the default
+// stream keeps the names of before.
+func TestDeploymentNames(t *testing.T) {
+	for _, c := range []struct {
+		stream string
+		want   cluster.Names
+	}{
+		{"", cluster.Names{"HOOKGATE_CLAIMS", "HOOKGATE_DELIVERIES", "HOOKGATE_ROUTES", "HOOKGATE_STATS",
+			"HOOKGATE_RECORDS", "hookgate.records"}},
+		{"HOOKGATE_EVENTS", cluster.Names{"HOOKGATE_CLAIMS", "HOOKGATE_DELIVERIES", "HOOKGATE_ROUTES", "HOOKGATE_STATS",
+			"HOOKGATE_RECORDS", "hookgate.records"}},
+		{"STAGING_EVENTS", cluster.Names{"HOOKGATE_CLAIMS_STAGING_EVENTS", "HOOKGATE_DELIVERIES_STAGING_EVENTS",
+			"HOOKGATE_ROUTES_STAGING_EVENTS", "HOOKGATE_STATS_STAGING_EVENTS", "HOOKGATE_RECORDS_STAGING_EVENTS",
+			"hookgate.records_STAGING_EVENTS"}},
+		{"ev-2", cluster.Names{"HOOKGATE_CLAIMS_ev-2", "HOOKGATE_DELIVERIES_ev-2", "HOOKGATE_ROUTES_ev-2",
+			"HOOKGATE_STATS_ev-2", "HOOKGATE_RECORDS_ev-2", "hookgate.records_ev-2"}},
+		{"é+#", cluster.Names{"HOOKGATE_CLAIMS_32a0f6f3def748b8", "HOOKGATE_DELIVERIES_32a0f6f3def748b8",
+			"HOOKGATE_ROUTES_32a0f6f3def748b8", "HOOKGATE_STATS_32a0f6f3def748b8", "HOOKGATE_RECORDS_32a0f6f3def748b8",
+			"hookgate.records_32a0f6f3def748b8"}},
 	} {
-		if got := cluster.StatsBucketName(c.stream); got != c.want {
-			t.Errorf("StatsBucketName(%q) = %q, want %q", c.stream, got, c.want)
+		if got := cluster.Deployment(c.stream); got != c.want {
+			t.Errorf("Deployment(%q) = %+v, want %+v", c.stream, got, c.want)
 		}
 	}
 }
