@@ -24,6 +24,18 @@ import (
 // events accepted by an earlier build that did not refuse them at intake.
 func storeBeforeStart(t *testing.T, yaml string, evs ...*store.Event) *gateway {
 	t.Helper()
+	return beforeStart(t, yaml, func(st *store.Store) {
+		for _, ev := range evs {
+			if dup, err := st.Claim(context.Background(), ev); err != nil || dup {
+				t.Fatalf("claim %s: dup=%v err=%v", ev.ID, dup, err)
+			}
+		}
+	})
+}
+
+// beforeStart runs fn on the gateway's store, then starts the gateway.
+func beforeStart(t *testing.T, yaml string, fn func(st *store.Store)) *gateway {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -32,11 +44,7 @@ func storeBeforeStart(t *testing.T, yaml string, evs ...*store.Event) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range evs {
-		if dup, err := st.Claim(context.Background(), ev); err != nil || dup {
-			t.Fatalf("claim %s: dup=%v err=%v", ev.ID, dup, err)
-		}
-	}
+	fn(st)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -581,10 +581,10 @@ func (e *Engine) putBack(r *route, k DeliveryKey, ev envelope, id int64, state s
 	}
 }
 
-// publishAnew puts ev back in the outbox to be published anew, for a
-// replay's new delivery on r whose round failed: no message of the route
-// carries its schedule, and the new one's round waits for its next
-// attempt. Should this process stop first, the next start does it (the
+// publishAnew puts ev back in the outbox to be published anew (a parked
+// one too), for a replay's new delivery on r whose round failed: no
+// message of the route carries its schedule, and the new one's round
+// waits for its next attempt. Should this process stop first, the next start does it (the
 // delivery's reset is still noted: Owed).
 func (e *Engine) publishAnew(r *route, ev envelope) {
 	if err := e.store.Requeue(context.WithoutCancel(e.roundCtx), nil, []int64{ev.seq}); err != nil {

@@ -516,11 +516,14 @@ func (s *Store) pendingDeliveries(ctx context.Context, state string, fn func(seq
 // seqs as they were first published. An event another gateway took from
 // its sender (its record, or a copy claimed elsewhere) goes anew from
 // either list: only anew is published without a claim, which its holder
-// has. A seq that is not published here is left alone, but for one of
-// anew another gateway published and not parked (one in both lists is
-// requeued anew). The operators' resets of an event requeued anew are done
-// with (reset_at cleared): its new message holds them, and a round of that
-// message cut short later is requeued as any other.
+// has. One of anew that is parked leaves the parked events for the
+// outbox: its new message carries an operator's round (the relay parks it
+// again if the broker still refuses it). A seq that is not published here
+// is left alone, but for one of anew parked or another gateway published
+// (one in both lists is requeued anew). The operators' resets of an event
+// requeued anew are done with (reset_at cleared): its new message holds
+// them, and a round of that message cut short later is requeued as any
+// other.
 func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 	if len(seqs) == 0 && len(anew) == 0 {
 		return nil
@@ -540,6 +543,13 @@ func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 		if err != nil {
 			return err
 		}
+		if !was && reset {
+			// Parked: the broker is asked again, anew (parked again if
+			// it still refuses).
+			if was, err = changed(tx.Exec(`DELETE FROM parked WHERE seq = ?`, seq)); err != nil {
+				return err
+			}
+		}
 		switch {
 		case was:
 			_, err = tx.Exec(`INSERT INTO outbox (seq, requeued_at) VALUES (?, ?)`, seq, at)
@@ -547,8 +557,7 @@ func (s *Store) Requeue(ctx context.Context, seqs, anew []int64) error {
 			// Published by another gateway: published anew from here
 			// all the same, an operator here having reset its delivery.
 			was, err = changed(tx.Exec(`INSERT INTO outbox (seq, requeued_at) SELECT ?, ?
-				WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE seq = ?) AND NOT EXISTS (SELECT 1 FROM parked WHERE seq = ?)`,
-				seq, at, seq, seq))
+				WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE seq = ?)`, seq, at, seq))
 		}
 		if err != nil || !was || at == nil {
 			return err

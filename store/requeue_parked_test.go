@@ -2,17 +2,19 @@ package store
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
 
-// An event set aside for its content (parked) stays parked when an
-// operator's round of it is cut short, as one this gateway took from its
-// sender does: Requeue publishes anew only what left the outbox
-// published. Here the event came as another gateway's record, was
-// published anew from here for a first retry cut short and refused by
-// the broker (parked); a second retry is cut short too.
-func TestRequeueLeavesParkedReplicaAlone(t *testing.T) {
+// An event set aside for its content (parked) and reset by an operator
+// again leaves the parked events for the outbox when it is requeued anew
+// (the new message carries the operator's round), and is in one of them
+// only; requeued as first published (a round of its own message cut
+// short) it stays parked. Here the event came as another gateway's
+// record, was published anew from here for a first retry and refused by
+// the broker (parked).
+func TestRequeueAnewTakesParkedOut(t *testing.T) {
 	s := openTest(t, "")
 	ctx := context.Background()
 	if err := s.ApplyRecords(ctx, []Record{{Event: eventRec()}}, 1); err != nil {
@@ -39,12 +41,27 @@ func TestRequeueLeavesParkedReplicaAlone(t *testing.T) {
 	if err := s.Park(ctx, ev.Seq, "nats: maximum payload exceeded", time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Requeue(ctx, []int64{ev.Seq}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := outboxSeqs(t, s); len(got) != 0 {
+		t.Fatalf("outbox after a requeue as first published = %v, want it parked only", got)
+	}
 	reset()
 	if err := s.Requeue(ctx, nil, []int64{ev.Seq}); err != nil {
 		t.Fatal(err)
 	}
-	if got := outboxSeqs(t, s); len(got) != 0 {
-		uerr := s.Unpark(ctx, ev.Seq)
-		t.Fatalf("a parked event is in the outbox too after Requeue: outbox %v (Unpark then: %v); want it parked only", got, uerr)
+	if got := outboxSeqs(t, s); len(got) != 1 {
+		t.Fatalf("outbox after a requeue anew of the parked event = %v, want [%d]", got, ev.Seq)
+	}
+	if err := s.Unpark(ctx, ev.Seq); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Unpark after the requeue anew = %v, want ErrNotFound (not parked too)", err)
+	}
+	var anew, still bool
+	if err := s.r.QueryRow(`SELECT requeued_at IS NOT NULL FROM outbox WHERE seq = ?`, ev.Seq).Scan(&anew); err != nil || !anew {
+		t.Fatalf("outbox row after the requeue anew: requeued_at set %v (%v), want set", anew, err)
+	}
+	if err := s.r.QueryRow(`SELECT reset_at IS NOT NULL FROM deliveries WHERE event_seq = ?`, ev.Seq).Scan(&still); err != nil || still {
+		t.Fatalf("delivery's reset_at after the requeue anew: set %v (%v), want cleared", still, err)
 	}
 }
