@@ -128,6 +128,9 @@ type Engine struct {
 	// recovery (Owed), which runs before Start.
 	sinceMu     sync.Mutex
 	sinceLoaded bool
+	// backOwed: the routes configured again whose events the last Owed
+	// gave (Requeued).
+	backOwed []string
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc // stops pulling

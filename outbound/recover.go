@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"slices"
 
 	"github.com/hookgate/hookgate/store"
 )
@@ -14,7 +15,8 @@ import (
 // stop or a crash, or a replay's new delivery whose failed round was
 // recorded before its event was published anew (reset), or a delivery
 // whose message is still in the stream (pending). The relay asks it to put back in the outbox what the
-// stream lost (relay.Owed).
+// stream lost (relay.Owed). reset also holds the events a route configured
+// again had not finished when it was removed (owedBack).
 func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error) {
 	if err := e.loadSince(ctx); err != nil {
 		return nil, nil, nil, err
@@ -50,7 +52,71 @@ func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if reset, err = e.owedBack(ctx, reset); err != nil {
+		return nil, nil, nil, err
+	}
 	return lost, pending, reset, nil
+}
+
+// owedBack adds to reset the published events that a route configured
+// again (routes_back) had not finished when it was removed, whose
+// messages were deleted with its consumer: its deliveries not terminal
+// (published anew, a retrying one's round waits for its next attempt) and
+// the events it took with no delivery of them. Those it did not take, as
+// the events received while it was gone, are left out. Requeued forgets
+// the routes once their events are back in the outbox.
+func (e *Engine) owedBack(ctx context.Context, reset []int64) ([]int64, error) {
+	back, err := e.routesBack(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rs []*route
+	routes := map[string]store.RouteTakes{}
+	for _, name := range back {
+		if r := e.byName[name]; r != nil {
+			rs = append(rs, r)
+			routes[name] = store.RouteTakes{Sources: r.cfg.Sources, Since: r.since.Load()}
+		}
+	}
+	err = e.store.PublishedSince(ctx, -1, routes, func(ev *store.Event, deliveries map[string]bool) error {
+		received := ev.ReceivedAt.UnixMilli()
+		for _, r := range rs {
+			terminal, has := deliveries[r.cfg.Name]
+			if r.matches(ev.Source, ev.Type) && owes(has, terminal, r.took(received, ev.Source, ev.Type)) {
+				reset = append(reset, ev.Seq)
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.sinceMu.Lock()
+	e.backOwed = back
+	e.sinceMu.Unlock()
+	return reset, nil
+}
+
+// Requeued is told by the relay that what Owed returned is back in the
+// outbox: the routes configured again it gave the events of are taken
+// out of routes_back.
+func (e *Engine) Requeued(ctx context.Context) error {
+	e.sinceMu.Lock()
+	defer e.sinceMu.Unlock()
+	if len(e.backOwed) == 0 {
+		return nil
+	}
+	back, err := e.routesBack(ctx)
+	if err != nil {
+		return err
+	}
+	back = slices.DeleteFunc(back, func(name string) bool { return slices.Contains(e.backOwed, name) })
+	if err := e.setRoutesBack(ctx, back); err != nil {
+		return err
+	}
+	e.backOwed = nil
+	return nil
 }
 
 // owes reports whether a route that takes an event still needs it: its

@@ -32,13 +32,16 @@ import (
 // is the route's only if the route took it when it was received. A route
 // removed takes nothing from the first start without it on (its consumer
 // is deleted with it): routes_configured holds the routes of the last
-// start.
+// start. A route configured again is given anew what it had not finished
+// (Owed; its deletion took their messages): routes_back holds those
+// routes until their events are back in the outbox (Requeued).
 const (
 	routeSincePrefix = "route_since:"
 	routesSinceKept  = "routes_since_kept"
 	routeTakesPrefix = "route_takes:"
 	routeTakesKept   = 32
 	routesConfigured = "routes_configured"
+	routesBack       = "routes_back"
 )
 
 // takes is what a route took from Since on (unix ms).
@@ -172,6 +175,13 @@ func (e *Engine) loadTakes(ctx context.Context, r *route, since int64) error {
 			return fmt.Errorf("route %s: what it takes %q: %w", r.cfg.Name, v, err)
 		}
 	}
+	if n := len(history); n > 0 && len(history[n-1].Sources) == 0 {
+		// Removed, and configured again: noted before its history says
+		// it takes again.
+		if err := e.noteBack(ctx, r.cfg.Name); err != nil {
+			return err
+		}
+	}
 	history, changed := nextTakes(history, since, time.Now().UnixMilli(), r.cfg.Sources, r.cfg.Events)
 	if changed {
 		b, err := json.Marshal(history)
@@ -221,6 +231,49 @@ func (e *Engine) noteRemoved(ctx context.Context) error {
 	}
 	if err := e.store.SetMeta(ctx, routesConfigured, string(b)); err != nil {
 		return fmt.Errorf("record %s: %w", routesConfigured, err)
+	}
+	return nil
+}
+
+// noteBack adds name to routes_back.
+func (e *Engine) noteBack(ctx context.Context, name string) error {
+	back, err := e.routesBack(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(back, name) {
+		return nil
+	}
+	return e.setRoutesBack(ctx, append(back, name))
+}
+
+// routesBack reads routes_back: the routes configured again whose
+// unfinished events are not yet back in the outbox.
+func (e *Engine) routesBack(ctx context.Context) ([]string, error) {
+	v, err := e.store.Meta(ctx, routesBack)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", routesBack, err)
+	}
+	var back []string
+	if v != "" {
+		if err := json.Unmarshal([]byte(v), &back); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", routesBack, v, err)
+		}
+	}
+	return back, nil
+}
+
+func (e *Engine) setRoutesBack(ctx context.Context, back []string) error {
+	v := ""
+	if len(back) > 0 {
+		b, err := json.Marshal(back)
+		if err != nil {
+			return err
+		}
+		v = string(b)
+	}
+	if err := e.store.SetMeta(ctx, routesBack, v); err != nil {
+		return fmt.Errorf("record %s: %w", routesBack, err)
 	}
 	return nil
 }

@@ -37,6 +37,12 @@ type Owed interface {
 	Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error)
 }
 
+// OwedRequeued is an Owed told once what its last answer returned is back
+// in the outbox.
+type OwedRequeued interface {
+	Requeued(ctx context.Context) error
+}
+
 // Recovery puts back in the outbox every published event the stream lost
 // that a consumer still needs: all of them when the stream was created
 // anew (its store wiped, or deleted on an external server), else those
@@ -84,6 +90,11 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 	requeue := append(lost[:len(lost):len(lost)], pending...)
 	if err := rc.Store.Requeue(ctx, requeue, reset); err != nil {
 		return 0, err
+	}
+	if o, ok := rc.Owed.(OwedRequeued); ok {
+		if err := o.Requeued(ctx); err != nil {
+			return 0, err
+		}
 	}
 	if err := rc.Store.SetMeta(ctx, metaStreamCreated, created); err != nil {
 		return 0, err
