@@ -321,9 +321,10 @@ func (r *route) took(received int64, source, eventType string) bool {
 // tookMessage reports whether the route takes the event of msg when it
 // has no delivery of it. A copy published anew (an operator's reset,
 // jetstream.Requeued) goes to every route that matches the event, so it
-// is taken only if the route took the event when it was received, within
-// receiptSkew (the receipt time is another gateway's clock; a route
-// given an event of just before it came loses nothing). A first
+// is taken only if the route took the event when it was received, or
+// receiptSkew later (the receipt time is another gateway's clock; a route
+// given an event of just before it came loses nothing, and one narrowed
+// just after it still takes it, as retention and Owed say). A first
 // publication, or one published again under its first ID, is taken as
 // it always was: a route added later is given what the stream still
 // holds for it.
@@ -339,7 +340,8 @@ func (r *route) tookMessage(msg natsjs.Msg, ev envelope) bool {
 	if err != nil {
 		return true
 	}
-	return r.took(at.UnixMilli()+receiptSkew.Load(), ev.source, ev.typ)
+	ms := at.UnixMilli()
+	return r.took(ms, ev.source, ev.typ) || r.took(ms+receiptSkew.Load(), ev.source, ev.typ)
 }
 
 // receiptSkew is how far (ms) a receipt time may be behind the clocks a

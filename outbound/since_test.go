@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -311,4 +312,44 @@ func TestRetentionAfterRouteRemovedAndAddedAgain(t *testing.T) {
 	if n := len(b.succeeded()["/ evt_gone"]); n != 0 {
 		t.Errorf("b's downstream got evt_gone %d times, want 0 (b was removed then)", n)
 	}
+}
+
+// A copy published anew of an event a route took is the route's even when
+// the route was narrowed within the receipt time's margin after it (and
+// widened again since): the margin counts a receipt as possibly later,
+// never as not taken when it was. (It was acked without a delivery, and
+// retention waited for the route for good.) Here b's replay of the event
+// was cut short by a crash, so the start publishes it anew; route a had
+// not pulled it, and took invoice events until 30 s after its receipt.
+func TestCopyAnewTakenByRouteNarrowedAfterReceipt(t *testing.T) {
+	ds := newDownstream(t, nil)
+	at := time.Now().Add(-10 * time.Minute)
+	ms := func(d time.Duration) int64 { return at.Add(d).UnixMilli() }
+	takesA := fmt.Sprintf(`[{"since":0,"sources":["stripe"],"events":["invoice.*"]},`+
+		`{"since":%d,"sources":["stripe"],"events":["customer.*"]},`+
+		`{"since":%d,"sources":["stripe"],"events":["customer.*","invoice.*"]}]`, ms(30*time.Second), ms(5*time.Minute))
+	g := beforeStart(t, baseConfig(t, routeYAML("a", ds.URL+"/a", `, events: ["invoice.*", "customer.*"]`)+
+		routeYAML("b", ds.URL+"/b", "")), func(st *store.Store) {
+		ctx := context.Background()
+		for k, v := range map[string]string{"routes_since_kept": "1", "route_since:a": "0", "route_since:b": "0",
+			"routes_configured": `["a","b"]`, "route_takes:a": takesA} {
+			if err := st.SetMeta(ctx, k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev := &store.Event{Source: "stripe", ID: "evt_1", Type: "invoice.paid", ContentType: "application/json",
+			Body: []byte(`{"id":"evt_1"}`), ReceivedAt: at}
+		if dup, err := st.Claim(ctx, ev); err != nil || dup {
+			t.Fatalf("claim: dup=%v err=%v", dup, err)
+		}
+		if err := st.MarkPublished(ctx, []store.Published{{Seq: ev.Seq, StreamSeq: 1}}, at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ResetDelivery(ctx, &store.Delivery{EventSeq: ev.Seq, Route: "b", Source: "stripe", EventID: "evt_1",
+			EventType: "invoice.paid", IdempotencyKey: outbound.IdempotencyKey("b", "stripe", "evt_1")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	g.waitState(t, "b", "stripe", "evt_1", store.StateSucceeded)
+	g.waitState(t, "a", "stripe", "evt_1", store.StateSucceeded)
 }
