@@ -57,7 +57,7 @@ func TestCutError(t *testing.T) {
 		{"at the bound", strings.Repeat("x", maxErrorKept), strings.Repeat("x", maxErrorKept)},
 		{"cut before a rune it would split", long, strings.Repeat("a", maxErrorKept-4) + "…"},
 	} {
-		got := cutError(tc.in)
+		got := cutError(tc.in, maxErrorKept)
 		if got != tc.want || len(got) > maxErrorKept || !utf8.ValidString(got) {
 			t.Errorf("%s: cutError = %d bytes %q…, want %d bytes", tc.name, len(got), got[:min(len(got), 20)], len(tc.want))
 		}

@@ -220,14 +220,15 @@ func (d decision) unrecorded(stopped bool) decision {
 // delivery standing at prev. run: the round runs. Otherwise the delivery
 // is recorded filtered, terminal, without an attempt (its rounds and
 // last status kept; last error the filter's, if it failed) and the
-// message acked: an evaluation error counts as not matching.
+// message acked: an evaluation error counts as not matching (its text cut
+// to maxFilterErrLen bytes).
 func screen(prev store.DeliveryStatus, pass bool, evalErr error) (run bool, d decision) {
 	if pass && evalErr == nil {
 		return true, decision{}
 	}
 	next := change{state: store.StateFiltered, rounds: prev.Rounds}
 	if evalErr != nil {
-		next.lastError = "filter: " + evalErr.Error()
+		next.lastError = "filter: " + cutError(evalErr.Error(), maxFilterErrLen)
 	}
 	return false, decision{record: true, next: next, outcome: outcomeFiltered, health: noWord, then: actAck}
 }

@@ -95,7 +95,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 	if st != nil && !st.unsent {
 		a := store.Attempt{StartedAt: st.start, Duration: time.Since(st.start)}
 		if err != nil {
-			a.Error = cutError(transportError(err))
+			a.Error = cutError(transportError(err), maxErrorKept)
 		} else {
 			a.Status = resp.StatusCode
 			// Read into pooled scratch; keep a copy of only what came (most
@@ -105,7 +105,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 			a.Response = append(make([]byte, 0, n), buf[:n]...) // non-nil, as before
 			responsePool.Put(buf)
 			if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-				a.Error = cutError("redirect not followed: " + redactURL(resp.Header.Get("Location")))
+				a.Error = cutError("redirect not followed: "+redactURL(resp.Header.Get("Location")), maxErrorKept)
 			}
 		}
 		st.attempts = append(st.attempts, a)
@@ -140,13 +140,13 @@ func transportError(err error) string {
 // redirect's host is the downstream's.
 const maxErrorKept = 1 << 10
 
-// cutError is s cut to at most maxErrorKept bytes, on a rune boundary,
-// "…" marking the cut.
-func cutError(s string) string {
-	if len(s) <= maxErrorKept {
+// cutError is s cut to at most limit bytes (maxErrorKept, or a filter's
+// maxFilterErrLen), on a rune boundary, "…" marking the cut.
+func cutError(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	cut := maxErrorKept - len("…")
+	cut := limit - len("…")
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -234,7 +234,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 	if err != nil {
 		// No attempt can ever send it (e.g. an event stored with a control
 		// character in its type): one attempt records why.
-		a := store.Attempt{StartedAt: time.Now(), Error: cutError("cannot build request: " + transportError(err))}
+		a := store.Attempt{StartedAt: time.Now(), Error: cutError("cannot build request: "+transportError(err), maxErrorKept)}
 		return roundResult{attempts: 1, last: a, unsendable: true, stopped: ctx.Err() != nil}, []store.Attempt{a}
 	}
 	resp, err := r.retry.Do(req)
@@ -247,7 +247,7 @@ func (e *Engine) send(ctx context.Context, r *route, ev envelope, key string, be
 		res.last = st.attempts[n-1]
 	}
 	if err != nil {
-		res.err = cutError(transportError(err))
+		res.err = cutError(transportError(err), maxErrorKept)
 	}
 	return res, st.attempts
 }

@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hookgate/hookgate/expr"
@@ -39,7 +38,7 @@ func (e *Engine) filtered(ctx context.Context, r *route, ev envelope, prev store
 		return false, action{}
 	}
 	ok, evalErr := r.pass(&ev)
-	run, dec := screen(prev, ok, boundedErr(evalErr))
+	run, dec := screen(prev, ok, evalErr)
 	if run {
 		return false, action{}
 	}
@@ -62,12 +61,4 @@ func (e *Engine) filtered(ctx context.Context, r *route, ev envelope, prev store
 		e.log.Debug("filtered", "route", r.cfg.Name, "source", ev.source, "event_id", ev.id)
 	}
 	return true, dec.then
-}
-
-// boundedErr is err with its text cut to maxFilterErrLen bytes.
-func boundedErr(err error) error {
-	if err == nil || len(err.Error()) <= maxFilterErrLen {
-		return err
-	}
-	return errors.New(err.Error()[:maxFilterErrLen] + "…")
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -124,5 +125,40 @@ func TestFilterErrorLoggedOncePerMinute(t *testing.T) {
 	e.filtered(ctx, r, env, store.DeliveryStatus{})
 	if n := warns.Load(); n != 2 {
 		t.Errorf("%d warnings after a minute, want 2", n)
+	}
+}
+
+// A filter error past maxFilterErrLen is cut on a rune boundary: the
+// delivery's last error stays valid UTF-8 and within the bound.
+func TestFilterErrorCutOnRune(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "db")}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Each é is 2 bytes: one of them straddles byte 200.
+	key := strings.Repeat("é", 150)
+	e, err := New([]Route{{Name: "live", Sources: []string{"stripe"}, URL: "http://127.0.0.1:1/", Filter: `body["` + key + `"] == 1`}},
+		st, nil, Config{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &store.Event{Source: "stripe", ID: "evt_1", Type: "t", Body: []byte(`{}`), ReceivedAt: time.Now()}
+	if _, err := st.Claim(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := envelopeOf(ev.Seq, ev.Source, ev.ID, ev.Type, "", ev.Body)
+	if filtered, _ := e.filtered(ctx, e.byName["live"], env, store.DeliveryStatus{}); !filtered {
+		t.Fatal("not filtered")
+	}
+	d, err := st.Delivery(ctx, "live", "stripe", ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := strings.TrimPrefix(d.LastError, "filter: "); !utf8.ValidString(msg) || len(msg) > maxFilterErrLen ||
+		!strings.Contains(msg, "no such key: é") || !strings.HasSuffix(msg, "é…") {
+		t.Errorf("last error of %d bytes, valid UTF-8 %v: %q; want at most %d, cut after a whole é",
+			len(msg), utf8.ValidString(msg), msg, maxFilterErrLen)
 	}
 }
