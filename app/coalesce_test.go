@@ -76,3 +76,84 @@ func TestCoalescedAfterPanic(t *testing.T) {
 		t.Fatal("the next caller still waits, 10 s after a run panicked")
 	}
 }
+
+// A caller that comes while a run is in flight waits for the next run at
+// most wait; then it gets the run that was in flight when it came.
+func TestCoalescedWaitBounded(t *testing.T) {
+	var runs atomic.Int64
+	release, hang := make(chan struct{}), make(chan struct{})
+	defer close(hang)
+	c := &coalesced[int64]{wait: 50 * time.Millisecond, run: func() int64 {
+		n := runs.Add(1)
+		switch n {
+		case 1:
+			<-release
+		case 2:
+			<-hang // the next run does not answer in time
+		}
+		return n
+	}}
+	first := make(chan int64, 1)
+	go func() { first <- c.get() }()
+	waitFor(t, "the first run in flight", func() (bool, string) { return runs.Load() == 1, fmt.Sprint(runs.Load()) })
+	second := make(chan int64, 1)
+	go func() { second <- c.get() }()
+	waitFor(t, "the second caller waiting", func() (bool, string) { return c.waiting() == 1, fmt.Sprint(c.waiting()) })
+	close(release)
+	if v := <-first; v != 1 {
+		t.Fatalf("first caller got run %d, want 1", v)
+	}
+	var got int64
+	waitFor(t, "the second caller answered while the next run hangs", func() (bool, string) {
+		select {
+		case got = <-second:
+			return true, ""
+		default:
+			return false, fmt.Sprintf("%d runs", runs.Load())
+		}
+	})
+	if got != 1 {
+		t.Errorf("second caller got run %d, want 1 (the run in flight when it came)", got)
+	}
+}
+
+// A run started for waiting callers that panics is their panic, in their
+// goroutines: the process goes on, and no caller gets a zero answer.
+func TestCoalescedWaitersGetPanic(t *testing.T) {
+	var runs atomic.Int64
+	release := make(chan struct{})
+	c := &coalesced[int64]{wait: time.Minute, run: func() int64 {
+		n := runs.Add(1)
+		switch n {
+		case 1:
+			<-release
+		case 2:
+			panic("boom")
+		}
+		return n
+	}}
+	first := make(chan int64, 1)
+	go func() { first <- c.get() }()
+	waitFor(t, "the first run in flight", func() (bool, string) { return runs.Load() == 1, fmt.Sprint(runs.Load()) })
+	const n = 3
+	panics := make(chan any, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			defer func() { panics <- recover() }()
+			c.get()
+		})
+	}
+	waitFor(t, "every caller waiting", func() (bool, string) { return c.waiting() == n, fmt.Sprint(c.waiting()) })
+	close(release)
+	wg.Wait()
+	close(panics)
+	for v := range panics {
+		if v != "boom" {
+			t.Errorf("a waiter of the run that panicked got %v, want its panic", v)
+		}
+	}
+	if v := c.get(); v != 3 {
+		t.Errorf("a caller alone after the panic got run %d, want 3", v)
+	}
+}

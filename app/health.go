@@ -43,8 +43,9 @@ func (a *App) registerOps(r fiber.Router) {
 	})
 	// Requests at once share a run of the checks (a few JetStream API
 	// requests each, on the connection that publishes): the endpoint takes
-	// no token.
-	delivery := &coalesced[deliveryAnswer]{run: func() deliveryAnswer {
+	// no token. A request waits at most readyTimeout for a run that started
+	// after it came.
+	delivery := &coalesced[deliveryAnswer]{wait: readyTimeout, run: func() deliveryAnswer {
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		defer cancel()
 		checks, routes := a.deliveryChecks(ctx)
