@@ -36,6 +36,9 @@ type StatsConfig struct {
 	JetStream func() natsjs.JetStream
 	// Wait bounds each request to the bucket. Default 5s.
 	Wait time.Duration
+	// ReadBytes bounds the values one Read returns (past it, the batch
+	// being read); the rest comes at the next Read. Default 8 MiB.
+	ReadBytes int
 }
 
 // DefaultStatsBucket is the default deployment's bucket of the console's
@@ -51,6 +54,13 @@ var ErrStatsNotConnected = errors.New("cluster stats: not connected to nats")
 
 // maxStatsValue bounds a sample read from the bucket.
 const maxStatsValue = 256 << 10
+
+const (
+	// DefaultStatsReadBytes is StatsConfig.ReadBytes's default.
+	DefaultStatsReadBytes = 8 << 20
+	// statsBatch is how many messages a fetch of Read takes at most.
+	statsBatch = 64
+)
 
 // StatsEntry is one gateway's sample: its value is the console's.
 type StatsEntry struct {
@@ -95,6 +105,9 @@ func NewStatsBucket(cfg StatsConfig, log *slog.Logger) (*StatsBucket, error) {
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = 5 * time.Second
+	}
+	if cfg.ReadBytes <= 0 {
+		cfg.ReadBytes = DefaultStatsReadBytes
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -154,18 +167,19 @@ const readIdle = 5 * time.Minute
 var errStatsGap = errors.New("a message skipped")
 
 // Read returns the samples written since the previous Read (at the first,
-// all the bucket holds); anew says the bucket is not the one read before
-// (made anew: what it held is gone). A bucket not found is made again.
-// Reads share one consumer (made once, again if it is gone or skipped a
-// message, or on a new connection), not one each.
-func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool, err error) {
+// all the bucket holds), at most ReadBytes of values and a batch: more
+// says there are more to read; anew says the bucket is not the one read
+// before (made anew: what it held is gone). A bucket not found is made
+// again. Reads share one consumer (made once, again if it is gone or
+// skipped a message, or on a new connection), not one each.
+func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew, more bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
 	defer cancel()
 	s, err := b.stream(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	info := s.CachedInfo()
 	if !info.Created.Equal(b.created) || info.State.LastSeq < b.seen {
@@ -174,7 +188,7 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 		b.dropConsumer(ctx, s)
 	}
 	if info.State.LastSeq <= b.seen {
-		return nil, anew, nil
+		return nil, anew, false, nil
 	}
 	js := b.cfg.JetStream()
 	for {
@@ -182,12 +196,12 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 		if fresh {
 			b.dropConsumer(ctx, s)
 			if err := b.makeConsumer(ctx, s, js); err != nil {
-				return entries, anew, err
+				return entries, anew, false, err
 			}
 		}
-		err := b.fetch(info.State.LastSeq, &entries)
+		more, err := b.fetch(info.State.LastSeq, &entries)
 		if err == nil {
-			return entries, anew, nil
+			return entries, anew, more, nil
 		}
 		gone := errors.Is(err, errStatsGap) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrConsumerNotFound)
 		if !gone {
@@ -196,7 +210,7 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew bool
 			b.dropConsumer(ctx, s)
 		}
 		if fresh || !gone {
-			return entries, anew, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
+			return entries, anew, false, fmt.Errorf("cluster stats: bucket %s: read: %w", b.cfg.Bucket, err)
 		}
 	}
 }
@@ -237,13 +251,21 @@ func (b *StatsBucket) dropConsumer(ctx context.Context, s natsjs.Stream) {
 }
 
 // fetch appends to entries what the reads' consumer has, up to the stream
-// sequence last.
-func (b *StatsBucket) fetch(last uint64, entries *[]StatsEntry) error {
+// sequence last, and stops once they hold ReadBytes of values (more: the
+// rest is left for the next Read).
+func (b *StatsBucket) fetch(last uint64, entries *[]StatsEntry) (more bool, err error) {
 	prefix := "$KV." + b.cfg.Bucket + "."
+	size := 0
+	for _, e := range *entries {
+		size += len(e.Value)
+	}
 	for b.seen < last {
-		batch, err := b.cons.FetchNoWait(500)
+		if size >= b.cfg.ReadBytes {
+			return true, nil
+		}
+		batch, err := b.cons.FetchNoWait(statsBatch)
 		if err != nil {
-			return err
+			return false, err
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -253,7 +275,7 @@ func (b *StatsBucket) fetch(last uint64, entries *[]StatsEntry) error {
 				continue
 			}
 			if meta.Sequence.Consumer != b.consSeq+1 {
-				return errStatsGap // read again from seen on
+				return false, errStatsGap // read again from seen on
 			}
 			b.consSeq = meta.Sequence.Consumer
 			b.seen = max(b.seen, meta.Sequence.Stream)
@@ -266,15 +288,16 @@ func (b *StatsBucket) fetch(last uint64, entries *[]StatsEntry) error {
 				continue
 			}
 			*entries = append(*entries, StatsEntry{Gateway: g, At: at, Value: m.Data()})
+			size += len(m.Data())
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, natsjs.ErrNoMessages) {
-			return err
+			return false, err
 		}
 		if n == 0 {
-			return nil // the rest is another gateway's (Own) or gone
+			return false, nil // the rest is another gateway's (Own) or gone
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // stream is the bucket's stream; a bucket not found is made again.

@@ -183,7 +183,7 @@ func TestStatsReadsShareAConsumer(t *testing.T) {
 	}
 	read := func(want int) {
 		t.Helper()
-		entries, _, err := b.Read(ctx)
+		entries, _, _, err := b.Read(ctx)
 		if err != nil || len(entries) != want {
 			t.Fatalf("read %d entries (%v), want %d", len(entries), err, want)
 		}
@@ -219,4 +219,44 @@ func TestStatsReadsShareAConsumer(t *testing.T) {
 	}
 	read(1)
 	read(0)
+}
+
+// A read returns at most ReadBytes of values and the batch it was in,
+// and says there is more: a day of every gateway's samples is not held
+// at once. The reads after it return the rest.
+func TestStatsReadBounded(t *testing.T) {
+	js := connectJS(t, gatewaytest.RunNATS(t, 0, t.TempDir()).ClientURL())
+	ctx := context.Background()
+	const readBytes, size, n = 64 << 10, 20 << 10, 200
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{Gateway: "gw-a", Wait: 5 * time.Second, ReadBytes: readBytes,
+		JetStream: func() natsjs.JetStream { return js }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, size)
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range n {
+		if err := b.Put(ctx, base.Add(time.Duration(i)*time.Minute), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, reads := 0, 0
+	for more := true; more; reads++ {
+		var entries []cluster.StatsEntry
+		entries, _, more, err = b.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// ReadBytes, then one batch of 64 at most.
+		if len(entries)*size > readBytes+64*size {
+			t.Fatalf("read %d: %d entries, %d bytes of values; want at most %d", reads, len(entries), len(entries)*size, readBytes+64*size)
+		}
+		got += len(entries)
+		if reads > n {
+			t.Fatalf("%d reads and more", reads)
+		}
+	}
+	if got != n || reads < 2 {
+		t.Errorf("%d entries in %d reads, want %d in several", got, reads, n)
+	}
 }

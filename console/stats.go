@@ -58,9 +58,10 @@ type Shared interface {
 	Gateway() string
 	// Put writes this gateway's sample at.
 	Put(ctx context.Context, at time.Time, value []byte) error
-	// Read returns the samples written since the previous Read; anew says
-	// that what it held before is gone.
-	Read(ctx context.Context) (entries []cluster.StatsEntry, anew bool, err error)
+	// Read returns the samples written since the previous Read, a bounded
+	// part of them: more says there are more to read; anew says that what
+	// it held before is gone.
+	Read(ctx context.Context) (entries []cluster.StatsEntry, anew, more bool, err error)
 }
 
 // StatsConfig configures NewStats; zero values take the stated defaults.
@@ -441,16 +442,32 @@ func decodeSample(b []byte) (counts, error) {
 	return out, nil
 }
 
-// sync reads the samples Shared has that are new here, and writes this
-// gateway's that it does not have yet (also when the read failed, unless
-// NATS is not connected); all of it again when Shared was made anew.
+// sync reads the samples Shared has that are new here, one bounded read
+// after another, and writes this gateway's that it does not have yet
+// (also when a read failed, unless NATS is not connected); all of it
+// again when Shared was made anew.
 func (s *Stats) sync(ctx context.Context) {
 	if s.cfg.Shared == nil {
 		return
 	}
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	entries, anew, err := s.cfg.Shared.Read(ctx)
+	var err error
+	for more := true; more && err == nil && ctx.Err() == nil; {
+		more, err = s.readShared(ctx)
+	}
+	if err != nil {
+		s.warn("console stats: cannot read the gateways' samples; the charts show what this gateway knows", err)
+		if errors.Is(err, cluster.ErrStatsNotConnected) {
+			return
+		}
+	}
+	s.put(ctx)
+}
+
+// readShared makes one read of Shared and keeps what it returned.
+func (s *Stats) readShared(ctx context.Context) (more bool, err error) {
+	entries, anew, more, err := s.cfg.Shared.Read(ctx)
 	// Decoded before the lock: the charts do not wait on it.
 	type sample struct {
 		gateway string
@@ -486,13 +503,7 @@ func (s *Stats) sync(ctx context.Context) {
 	}
 	s.prune()
 	s.mu.Unlock()
-	if err != nil {
-		s.warn("console stats: cannot read the gateways' samples; the charts show what this gateway knows", err)
-		if errors.Is(err, cluster.ErrStatsNotConnected) {
-			return
-		}
-	}
-	s.put(ctx)
+	return more, err
 }
 
 // requeue queues every sample of this gateway's kept here for Shared

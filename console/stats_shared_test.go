@@ -335,3 +335,29 @@ func TestFlushAfterStopContextSpent(t *testing.T) {
 		t.Errorf("another gateway shows %v accepted after a's flush on a spent context, want 5", got)
 	}
 }
+
+// A sync reads every sample the bucket has, however many bounded reads
+// it takes.
+func TestSyncReadsPastOneRead(t *testing.T) {
+	srv := gatewaytest.RunNATS(t, 0, t.TempDir())
+	_, js := gatewaytest.ConnectJetStream(t, srv.ClientURL())
+	ctx := context.Background()
+	a := newSharedGateway(t, js, "gw-a", false)
+	now := time.Now()
+	const n = 150
+	for i := range n {
+		a.accepted.Add(1)
+		a.Sample(now.Add(-time.Duration(n-i) * 20 * time.Second))
+	}
+	a.sync(ctx)
+	reg := prometheus.NewRegistry()
+	b, err := cluster.NewStatsBucket(cluster.StatsConfig{Gateway: "gw-b", Wait: 2 * time.Second, ReadBytes: 1 << 10,
+		JetStream: func() natsjs.JetStream { return js }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := sharedGateway{NewStats(reg, StatsConfig{Shared: b}), nil}
+	if got := g.shown(ctx); got != n {
+		t.Errorf("another gateway shows %v accepted after one sync, want %d", got, n)
+	}
+}
