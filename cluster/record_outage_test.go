@@ -65,7 +65,9 @@ func TestOutcomeWrittenOnRelease(t *testing.T) {
 func TestOutcomeWrittenAfterFailedRelease(t *testing.T) {
 	nc := gatewaytest.RunNATSCluster(t, 3)
 	ctx := context.Background()
-	cfg := cluster.DeliveryStateConfig{Replicas: 3, Wait: time.Second, LeaseMargin: 20 * time.Second,
+	// The tries end with the lease: it outlasts the nodes' restart,
+	// however slow, and nothing here waits for its end.
+	cfg := cluster.DeliveryStateConfig{Replicas: 3, Wait: time.Second, LeaseMargin: 10 * time.Minute,
 		Routes: []outbound.Route{{Name: "r", Timeout: time.Second}}}
 	a, sta := gatewayState(t, nc.URL, "gw-a", cfg)
 	b, stb := gatewayState(t, nc.URL, "gw-b", cfg)
