@@ -45,7 +45,7 @@ func (a *App) startClaims(ctx context.Context) error {
 		Replicas:     a.cfg.NATS.Replicas,
 		TTL:          a.cfg.Cluster.ClaimTTL,
 		JetStream:    func() natsjs.JetStream { return b.JetStream() },
-		UntilElected: b.UntilElected,
+		UntilElected: b.UntilElectedIn,
 		Connected:    func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
 		Log:          a.log.With("component", "cluster"),
 	})
@@ -81,7 +81,7 @@ func (a *App) startRecords(ctx context.Context) error {
 		Replicas:     a.cfg.NATS.Replicas,
 		TTL:          a.cfg.Cluster.RecordsTTL,
 		JetStream:    func() natsjs.JetStream { return b.JetStream() },
-		UntilElected: b.UntilElected,
+		UntilElected: b.UntilElectedIn,
 		Registerer:   a.Registry,
 	}, a.log.With("component", "records"))
 	if err != nil {
@@ -157,7 +157,7 @@ func (a *App) deliveryState() outbound.DeliveryState {
 		TTL:          a.cfg.Retention.Events,
 		Routes:       outboundRoutes(a.cfg.Routes),
 		Tasks:        outboundTasks(a.cfg.Tasks),
-		UntilElected: b.UntilElected,
+		UntilElected: b.UntilElectedIn,
 	}
 	if a.records != nil {
 		cfg.Replica, cfg.Origin, cfg.OnRecorded = a.store, a.claims.Gateway(), a.records.Notify

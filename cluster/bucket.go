@@ -154,17 +154,18 @@ func waitReplicas(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 }
 
 // UntilElected derives a context cancelled at the next leader election
-// JetStream announces (jetstream.Broker.UntilElected). A bucket's or
-// stream's lookup made while it has no leader is not answered, nor by the
-// leader elected next: it is given up then, and the next try made at once.
-type UntilElected func(context.Context) (context.Context, context.CancelFunc)
+// JetStream announces of the stream named stream (a bucket's is
+// KV_<bucket>; jetstream.Broker.UntilElectedIn). A bucket's or stream's
+// lookup made while it has no leader is not answered, nor by the leader
+// elected next: it is given up then, and the next try made at once.
+type UntilElected func(ctx context.Context, stream string) (context.Context, context.CancelFunc)
 
-// cut is ctx cut at the next leader election; a nil f cuts nothing.
-func (f UntilElected) cut(ctx context.Context) (context.Context, context.CancelFunc) {
+// cut is ctx cut at stream's next leader election; a nil f cuts nothing.
+func (f UntilElected) cut(ctx context.Context, stream string) (context.Context, context.CancelFunc) {
 	if f == nil {
 		return context.WithCancel(ctx)
 	}
-	return f(ctx)
+	return f(ctx, stream)
 }
 
 // noLeader says whether err is "no responders": the stream has no leader

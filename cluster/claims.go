@@ -52,7 +52,7 @@ type Config struct {
 	TTL time.Duration
 	// JetStream returns the connection's JetStream handle.
 	JetStream func() natsjs.JetStream
-	// UntilElected, if set, cuts the bucket's lookup short at a leader
+	// UntilElected, if set, cuts the bucket's lookup short at its leader
 	// election.
 	UntilElected UntilElected
 	// Connected, if set, says whether NATS is connected: claims at intake
@@ -175,7 +175,7 @@ func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
-	ctx, cancel := c.cfg.UntilElected.cut(ctx)
+	ctx, cancel := c.cfg.UntilElected.cut(ctx, "KV_"+c.cfg.Bucket)
 	defer cancel()
 	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,

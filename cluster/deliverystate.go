@@ -42,7 +42,7 @@ type DeliveryStateConfig struct {
 	// Wait bounds each KV request; a claim not made within it is not made.
 	// Default 5s.
 	Wait time.Duration
-	// UntilElected, if set, cuts the bucket's lookup short at a leader
+	// UntilElected, if set, cuts the bucket's lookup short at its leader
 	// election.
 	UntilElected UntilElected
 	// Replica, if set, records each round in the local store with its
@@ -282,7 +282,7 @@ func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
-	tctx, uncut := s.cfg.UntilElected.cut(tctx)
+	tctx, uncut := s.cfg.UntilElected.cut(tctx, "KV_"+s.cfg.Bucket)
 	defer uncut()
 	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
 		Bucket:      s.cfg.Bucket,

@@ -39,7 +39,7 @@ type RecordsConfig struct {
 	// JetStream returns the broker's current JetStream context (nil while
 	// not connected).
 	JetStream func() natsjs.JetStream
-	// UntilElected, if set, cuts the stream's lookup short at a leader
+	// UntilElected, if set, cuts the stream's lookup short at its leader
 	// election.
 	UntilElected UntilElected
 	// Batch is the most records published or applied at once. Default 256.
@@ -155,7 +155,7 @@ func (r *Records) Ensure(ctx context.Context) error {
 	if r.ensuredJS == js {
 		return nil
 	}
-	ctx, cancel := r.cfg.UntilElected.cut(ctx)
+	ctx, cancel := r.cfg.UntilElected.cut(ctx, r.cfg.Stream)
 	defer cancel()
 	cfg := natsjs.StreamConfig{
 		Name:        r.cfg.Stream,

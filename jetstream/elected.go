@@ -2,43 +2,69 @@ package jetstream
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 )
 
 // The advisories JetStream publishes in the account when a replicated
-// stream or consumer elects a leader.
+// stream or consumer elects a leader: the stream's name follows, then a
+// consumer's.
 const (
-	streamElectedSubject   = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.>"
-	consumerElectedSubject = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.>"
+	streamElectedPrefix   = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."
+	consumerElectedPrefix = "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED."
 )
 
-// elections tells waiters of the leader elections JetStream announces.
-// While a stream or consumer has no leader, nobody answers a request to it
-// (an info, update or create waits out its whole timeout), and its new
-// leader does not answer requests sent before it was elected: a waiter
-// gives up on those when a leader is elected and asks again.
+// elections tells waiters of the leader elections JetStream announces,
+// each of one stream's (its own or one of its consumers'). While a stream
+// or consumer has no leader, nobody answers a request to it (an info,
+// update or create waits out its whole timeout), and its new leader does
+// not answer requests sent before it was elected: a waiter gives up on
+// those when a leader is elected and asks again. Another stream's
+// election (another deployment's, another application's in a shared
+// account) ends no wait.
 type elections struct {
-	mu sync.Mutex
-	ch chan struct{} // closed at the next election
+	mu   sync.Mutex
+	next map[string]election // by stream, made by its first waiter
 }
 
-func (e *elections) next() <-chan struct{} {
+// election ends at a stream's next election.
+type election struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// of is a context cancelled at stream's next election.
+func (e *elections) of(stream string) context.Context {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.ch == nil {
-		e.ch = make(chan struct{})
+	if el, ok := e.next[stream]; ok {
+		return el.ctx
 	}
-	return e.ch
+	if e.next == nil {
+		e.next = map[string]election{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.next[stream] = election{ctx, cancel}
+	return ctx
 }
 
-func (e *elections) elected(*nats.Msg) {
+// elected ends the wait of the stream whose advisory msg is.
+func (e *elections) elected(msg *nats.Msg) {
+	stream, ok := strings.CutPrefix(msg.Subject, streamElectedPrefix)
+	if !ok {
+		if stream, ok = strings.CutPrefix(msg.Subject, consumerElectedPrefix); !ok {
+			return
+		}
+		stream, _, _ = strings.Cut(stream, ".")
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ch != nil {
-		close(e.ch)
-		e.ch = nil
+	el, ok := e.next[stream]
+	delete(e.next, stream)
+	e.mu.Unlock()
+	if ok {
+		el.cancel()
 	}
 }
 
@@ -46,8 +72,8 @@ func (e *elections) elected(*nats.Msg) {
 // gets a permissions error (logged by the error handler): waiters then
 // wait out their timeouts, as without the advisories.
 func (e *elections) watch(nc *nats.Conn) error {
-	for _, subj := range []string{streamElectedSubject, consumerElectedSubject} {
-		if _, err := nc.Subscribe(subj, e.elected); err != nil {
+	for _, prefix := range []string{streamElectedPrefix, consumerElectedPrefix} {
+		if _, err := nc.Subscribe(prefix+">", e.elected); err != nil {
 			return err
 		}
 	}
@@ -55,29 +81,35 @@ func (e *elections) watch(nc *nats.Conn) error {
 }
 
 // Elected returns a channel closed at the next leader election JetStream
-// announces in the account (any replicated stream's or consumer's: the
-// events stream, its consumers, the cluster's buckets). Take it before a
-// request, and a wait after the request failed ends with the election.
-// The embedded server elects nothing: the channel is not closed.
-func (b *Broker) Elected() <-chan struct{} { return b.elections.next() }
-
-// UntilElected returns a context cancelled at the next leader election
-// (see Elected), or with ctx. A request to a stream or consumer without a
-// leader, made under it, is given up when a leader is elected, and can be
-// made again at once rather than after its whole timeout.
-func (b *Broker) UntilElected(ctx context.Context) (context.Context, context.CancelFunc) {
-	return untilClosed(ctx, b.Elected())
+// announces of the events stream or one of its consumers. Take it before
+// a request, and a wait after the request failed ends with the election.
+// The embedded server elects nothing: the channel is nil.
+func (b *Broker) Elected() <-chan struct{} {
+	if b.srv != nil {
+		return nil
+	}
+	return b.elections.of(b.cfg.Stream).Done()
 }
 
-// untilClosed is a context cancelled once ch is closed, or with ctx.
-func untilClosed(ctx context.Context, ch <-chan struct{}) (context.Context, context.CancelFunc) {
+// UntilElected returns a context cancelled at the next leader election of
+// the events stream or one of its consumers (see Elected), or with ctx. A
+// request to a stream or consumer without a leader, made under it, is
+// given up when a leader is elected, and can be made again at once rather
+// than after its whole timeout.
+func (b *Broker) UntilElected(ctx context.Context) (context.Context, context.CancelFunc) {
+	return b.UntilElectedIn(ctx, b.cfg.Stream)
+}
+
+// UntilElectedIn is UntilElected for the stream named stream (a KV
+// bucket's is KV_<bucket>).
+func (b *Broker) UntilElectedIn(ctx context.Context, stream string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	if b.srv != nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(b.elections.of(stream), cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }

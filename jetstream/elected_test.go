@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
@@ -51,4 +53,36 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// Only the events stream's elections (its own, its consumers') end its
+// waits: another stream's, in an account shared with another deployment
+// or application, would cut its requests short in a storm of them.
+func TestElectedOfAnotherStreamIgnored(t *testing.T) {
+	b := New(Config{URL: "nats://127.0.0.1:1", Stream: "EVENTS"}, quietLog())
+	elected := b.Elected()
+	ectx, cancel := b.UntilElected(context.Background())
+	defer cancel()
+	for _, subj := range []string{
+		"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.OTHER",
+		"$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.OTHER.route_a",
+		"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.EVENTS_STAGING",
+		"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_HOOKGATE_CLAIMS",
+	} {
+		b.elections.elected(&nats.Msg{Subject: subj})
+		select {
+		case <-elected:
+			t.Fatalf("%s ended the events stream's wait", subj)
+		default:
+		}
+	}
+	b.elections.elected(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.EVENTS.route_a"})
+	select {
+	case <-elected:
+	default:
+		t.Fatal("the election of the events stream's consumer did not end its wait")
+	}
+	gatewaytest.WaitFor(t, "the wait under UntilElected to end", 10*time.Second, func() (bool, string) {
+		return ectx.Err() != nil, "still waiting"
+	})
 }
