@@ -60,19 +60,20 @@ type Recovery struct {
 	Owed  Owed
 }
 
-// run puts back what the stream of b lost and returns how many events.
+// run puts back what the stream of b lost and returns the creation time
+// of the stream it recovered.
 // lostFrom, if not 0, is a stream sequence found given again to a new
 // message while running: the stream lost its tail from there, and later
 // messages may have taken those sequences again.
-func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logger, lostFrom int64) (int, error) {
+func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logger, lostFrom int64) (time.Time, error) {
 	state, err := b.StreamState(ctx)
 	if err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
 	created := state.Created.UTC().Format(time.RFC3339Nano)
 	known, err := rc.Store.Meta(ctx, metaStreamCreated)
 	if err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
 	after := int64(state.LastSeq)
 	if lostFrom > 0 {
@@ -83,21 +84,21 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 	}
 	lost, pending, reset, err := rc.Owed.Owed(ctx, after)
 	if err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
 	// A second copy of a message is harmless: the deliveries read the
 	// delivery's state before each round.
 	requeue := append(lost[:len(lost):len(lost)], pending...)
 	if err := rc.Store.Requeue(ctx, requeue, reset); err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
 	if o, ok := rc.Owed.(OwedRequeued); ok {
 		if err := o.Requeued(ctx); err != nil {
-			return 0, err
+			return time.Time{}, err
 		}
 	}
 	if err := rc.Store.SetMeta(ctx, metaStreamCreated, created); err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
 	if len(lost) > 0 {
 		log.Warn("stream lost undelivered events; publishing them again", "events", len(lost),
@@ -107,5 +108,5 @@ func (rc *Recovery) run(ctx context.Context, b *jetstream.Broker, log *slog.Logg
 		log.Info("pending deliveries at start (an unfinished retry or replay, or a round cut short); publishing their events again",
 			"deliveries", len(pending)+len(reset), "operators", len(reset))
 	}
-	return len(requeue) + len(reset), nil
+	return state.Created, nil
 }

@@ -369,13 +369,23 @@ func (r *Relay) checkStream(ctx context.Context, st *runState) {
 // back in the outbox (Recovery). It returns the stream incarnation it
 // prepared.
 func (r *Relay) prepare(ctx context.Context) (time.Time, error) {
+	// The stream as it is now, not as EnsureStream last saw it: another
+	// gateway may have made it anew.
+	r.b.ForgetStream()
 	if err := r.b.EnsureTopology(ctx); err != nil {
 		return time.Time{}, err
 	}
 	created := r.b.StreamCreated()
 	if r.cfg.Recovery != nil {
-		if _, err := r.cfg.Recovery.run(ctx, r.b, r.log, r.lostFrom); err != nil {
+		recovered, err := r.cfg.Recovery.run(ctx, r.b, r.log, r.lostFrom)
+		if err != nil {
 			return time.Time{}, err
+		}
+		if !recovered.Equal(created) {
+			// Made anew after its consumers were: what recovery put back
+			// waits in the outbox for the next prepare's consumers.
+			r.b.ForgetStream()
+			return time.Time{}, errMadeAnew
 		}
 	}
 	r.highest, r.lostFrom = 0, 0
@@ -397,6 +407,9 @@ func (r *Relay) noteAck(a *natsjs.PubAck) {
 	}
 	r.highest = max(r.highest, seq)
 }
+
+// errMadeAnew: the stream was made anew while the relay prepared for it.
+var errMadeAnew = errors.New("outbox relay: the stream was made anew while its consumers were made; preparing again")
 
 // streamCheckEvery is how often an idle relay looks at the stream.
 const streamCheckEvery = 5 * time.Second
