@@ -65,10 +65,14 @@ func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
 // revisions numbered from first, if not 0), else updated where its ttl,
 // replicas or history differ from cfg (logged). If JetStream refuses the
 // update, the bucket is returned as it is with a *RefusedError.
-func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, first uint64, log *slog.Logger) (natsjs.KeyValue, error) {
+func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, first uint64, elected UntilElected, log *slog.Logger) (natsjs.KeyValue, error) {
 	var kv natsjs.KeyValue
+	// Lookups are given up at the bucket's leader election (UntilElected);
+	// its creation is not, which elects its first leader.
 	lookup := func() (err error) {
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		lctx, cancel := elected.cut(ctx, "KV_"+cfg.Bucket)
+		defer cancel()
+		kv, err = js.KeyValue(lctx, cfg.Bucket)
 		return err
 	}
 	err := whileNoLeader(ctx, lookup)
@@ -86,7 +90,9 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	}
 	var st natsjs.KeyValueStatus
 	err = whileNoLeader(ctx, func() (err error) {
-		st, err = kv.Status(ctx)
+		lctx, cancel := elected.cut(ctx, "KV_"+cfg.Bucket)
+		defer cancel()
+		st, err = kv.Status(lctx)
 		return err
 	})
 	if err != nil {

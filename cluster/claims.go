@@ -175,8 +175,6 @@ func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 	if js == nil {
 		return nil, errors.New("cluster claims: not connected to nats")
 	}
-	ctx, cancel := c.cfg.UntilElected.cut(ctx, "KV_"+c.cfg.Bucket)
-	defer cancel()
 	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{
 		Bucket:      c.cfg.Bucket,
 		Description: "hookgate: which gateway holds each event (source, event id)",
@@ -184,7 +182,7 @@ func (c *Claims) open(ctx context.Context) (natsjs.KeyValue, error) {
 		Replicas:    c.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
 		History:     1,
-	}, 0, c.cfg.Log)
+	}, 0, c.cfg.UntilElected, c.cfg.Log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster claims: bucket %s: %w", c.cfg.Bucket, err)
 	}

@@ -282,8 +282,6 @@ func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
 	defer cancel()
-	tctx, uncut := s.cfg.UntilElected.cut(tctx, "KV_"+s.cfg.Bucket)
-	defer uncut()
 	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
 		Bucket:      s.cfg.Bucket,
 		Description: "hookgate delivery states and round leases",
@@ -291,7 +289,7 @@ func (s *DeliveryState) open(ctx context.Context) (natsjs.KeyValue, error) {
 		TTL:         s.cfg.TTL,
 		Replicas:    s.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, firstRevision(s.now()), s.log)
+	}, firstRevision(s.now()), s.cfg.UntilElected, s.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster: delivery state bucket %s: %w", s.cfg.Bucket, err)
 	}

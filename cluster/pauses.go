@@ -197,7 +197,7 @@ func (p *Pauses) open(ctx context.Context) (natsjs.KeyValue, error) {
 		History:     1,
 		Replicas:    p.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, p.log)
+	}, 0, nil, p.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster pauses: bucket %s: %w", p.cfg.Bucket, err)
 	}

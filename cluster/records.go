@@ -155,8 +155,6 @@ func (r *Records) Ensure(ctx context.Context) error {
 	if r.ensuredJS == js {
 		return nil
 	}
-	ctx, cancel := r.cfg.UntilElected.cut(ctx, r.cfg.Stream)
-	defer cancel()
 	cfg := natsjs.StreamConfig{
 		Name:        r.cfg.Stream,
 		Description: "hookgate: every gateway's events and delivery rounds, applied by every gateway",
@@ -167,7 +165,11 @@ func (r *Records) Ensure(ctx context.Context) error {
 		MaxAge:      r.cfg.TTL,
 		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
 	}
-	_, err := js.UpdateStream(ctx, cfg)
+	// The update of a stream without a leader is given up at its election;
+	// a creation is not, which elects its first leader.
+	uctx, cancel := r.cfg.UntilElected.cut(ctx, r.cfg.Stream)
+	_, err := js.UpdateStream(uctx, cfg)
+	cancel()
 	if errors.Is(err, natsjs.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, cfg)
 		switch {

@@ -349,7 +349,7 @@ func (b *StatsBucket) open(ctx context.Context) (natsjs.KeyValue, error) {
 		TTL:         b.cfg.TTL,
 		Replicas:    b.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, b.log)
+	}, 0, nil, b.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster stats: bucket %s: %w", b.cfg.Bucket, err)
 	}

@@ -477,10 +477,20 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
-	if err := b.dropUnscoped(ctx); err != nil {
+	// An update (of a stream that may have no leader) is given up at the
+	// stream's leader election; a creation is not, which elects its first.
+	uctx, cancel := b.UntilElected(ctx)
+	defer cancel()
+	if err := b.dropUnscoped(uctx); err != nil {
 		return err
 	}
-	s, err := b.js().CreateOrUpdateStream(ctx, sc)
+	s, err := b.js().UpdateStream(uctx, sc)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		s, err = b.js().CreateStream(ctx, sc)
+		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
+			s, err = b.js().UpdateStream(uctx, sc) // another gateway made it meanwhile
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("jetstream: stream %s: %w", sc.Name, err)
 	}

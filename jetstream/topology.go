@@ -128,7 +128,17 @@ func (b *Broker) retire(ctx context.Context, stream natsjs.Stream, name string) 
 // EnsureConsumer creates the durable consumer cc on the events stream, or
 // updates it to cc.
 func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
-	cons, err := b.js().CreateOrUpdateConsumer(ctx, b.cfg.Stream, cc)
+	// As EnsureStream: an update is given up at a leader election of the
+	// stream or its consumers, a creation is not.
+	uctx, cancel := b.UntilElected(ctx)
+	defer cancel()
+	cons, err := b.js().UpdateConsumer(uctx, b.cfg.Stream, cc)
+	if errors.Is(err, natsjs.ErrConsumerDoesNotExist) || errors.Is(err, natsjs.ErrConsumerNotFound) {
+		cons, err = b.js().CreateConsumer(ctx, b.cfg.Stream, cc)
+		if errors.Is(err, natsjs.ErrConsumerExists) {
+			cons, err = b.js().UpdateConsumer(uctx, b.cfg.Stream, cc) // another gateway made it meanwhile
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cc.Durable, err)
 	}

@@ -86,11 +86,9 @@ func (p *puller) consumer(ctx context.Context) natsjs.Consumer {
 	}
 }
 
-// lookUp makes sure of the stream and the route's consumer, giving up at
-// the next leader election.
+// lookUp makes sure of the stream and the route's consumer (each given up
+// at the next leader election while it has no leader).
 func (p *puller) lookUp(ctx context.Context) (natsjs.Consumer, error) {
-	ctx, cancel := p.e.broker.UntilElected(ctx)
-	defer cancel()
 	if err := p.e.broker.EnsureStream(ctx); err != nil {
 		return nil, err
 	}

@@ -241,10 +241,8 @@ func (r *Relay) round(ctx context.Context, st *runState, tick <-chan time.Time) 
 // created anew. Only a new stream needs its consumers and what it lacks
 // (recovery reads the whole store).
 func (r *Relay) recheckStream(ctx context.Context, st *runState) error {
-	// A stream without a leader answers nothing: its new leader's election
-	// ends the wait.
-	ctx, cancel := r.b.UntilElected(ctx)
-	defer cancel()
+	// A stream without a leader answers nothing: EnsureStream gives up at
+	// its new leader's election.
 	if err := r.b.EnsureStream(ctx); err != nil {
 		return err
 	}
