@@ -37,6 +37,10 @@ const (
 	MaxConcurrency   = 10000   // routes[].concurrency, tasks.concurrency and tasks.token_concurrency
 )
 
+// MaxStreamName bounds nats.stream: the deployment's names
+// (KV_HOOKGATE_DELIVERIES_<stream> the longest) must fit JetStream's 255.
+const MaxStreamName = 200
+
 // validator collects problems.
 type validator struct {
 	errs []error
@@ -271,6 +275,8 @@ func (c *Config) validateNATS(v *validator) {
 	}
 	if strings.ContainsAny(n.Stream, " \t\r\n.*>/\\") {
 		v.errorf("nats.stream", "invalid stream name %q: no spaces, '.', '*', '>' or path separators", n.Stream)
+	} else if len(n.Stream) > MaxStreamName {
+		v.errorf("nats.stream", "must be at most %d bytes (the deployment's bucket names, such as KV_HOOKGATE_DELIVERIES_<stream>, must fit JetStream's 255), got %d", MaxStreamName, len(n.Stream))
 	}
 	v.positiveDuration("nats.duplicate_window", n.DuplicateWindow)
 	if n.Retention != "interest" && n.Retention != "limits" {

@@ -47,6 +47,7 @@ func TestValidation(t *testing.T) {
 		{"nats sync_interval", "nats: {sync_interval: -5s}\n" + validBase, "config: nats.sync_interval: must be positive, got -5s"},
 		{"nats memory_limit_mb", "nats: {memory_limit_mb: -1}\n" + validBase, "config: nats.memory_limit_mb: must be 0 (none) or more, got -1"},
 		{"nats stream", "nats: {stream: a.b}\n" + validBase, `config: nats.stream: invalid stream name "a.b"…`},
+		{"nats stream too long", "nats: {stream: " + strings.Repeat("S", 201) + "}\n" + validBase, `config: nats.stream: must be at most 200 bytes…`},
 		{"nats duplicate_window", "nats: {duplicate_window: 0s}\n" + validBase, "config: nats.duplicate_window: must be positive, got 0s"},
 		{"nats replicas", "nats: {replicas: 0}\n" + validBase, "config: nats.replicas: must be positive, got 0"},
 		{"nats replicas embedded", "nats: {replicas: 3}\n" + validBase, "config: nats.replicas: must be 1 with the embedded server (no nats.url), got 3: replicas need an external NATS cluster"},
