@@ -23,6 +23,10 @@ type ConsumerSet struct {
 	// it, see retire): in an interest stream it would hold every message
 	// it takes.
 	Owned []string
+	// Removing, if set, is called before an owned consumer no longer
+	// declared is deleted or retired, so that its owner records first
+	// that it goes; its error leaves the consumer (EnsureTopology fails).
+	Removing func(ctx context.Context) error
 }
 
 // owns reports whether the consumer name belongs to the set's owner.
@@ -77,6 +81,11 @@ func (b *Broker) EnsureTopology(ctx context.Context) error {
 	}
 	if err := names.Err(); err != nil {
 		return fmt.Errorf("list consumers: %w", err)
+	}
+	if len(stale) > 0 && set.Removing != nil {
+		if err := set.Removing(ctx); err != nil {
+			return fmt.Errorf("before removing consumers %v: %w", stale, err)
+		}
 	}
 	for _, name := range stale {
 		if b.srv == nil {

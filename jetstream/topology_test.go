@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -31,8 +32,8 @@ func consumerNames(t *testing.T, b *Broker) []string {
 }
 
 // EnsureTopology creates the declared consumers, deletes the owned ones no
-// longer declared, leaves the others alone, and puts a deleted stream
-// back with its consumers.
+// longer declared once their owner recorded it (Removing), leaves the
+// others alone, and puts a deleted stream back with its consumers.
 func TestEnsureTopology(t *testing.T) {
 	ctx := context.Background()
 	b, err := Connect(ctx, Config{StoreDir: t.TempDir()}, quietLog())
@@ -48,8 +49,18 @@ func TestEnsureTopology(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The owner records first that the consumers go: until it can,
+	// they stay.
+	var removing error = errors.New("cannot record")
 	b.Declare(ConsumerSet{Consumers: []natsjs.ConsumerConfig{durable("route_a"), durable("route_b")},
-		Owned: []string{"route_*", "tasks"}})
+		Owned: []string{"route_*", "tasks"}, Removing: func(context.Context) error { return removing }})
+	if err := b.EnsureTopology(ctx); !errors.Is(err, removing) {
+		t.Fatalf("EnsureTopology with the owner unable to record = %v, want its error", err)
+	}
+	if got := consumerNames(t, b); !slices.Contains(got, "route_gone") || !slices.Contains(got, "tasks") {
+		t.Fatalf("consumers = %v, want route_gone and tasks kept", got)
+	}
+	removing = nil
 	if err := b.EnsureTopology(ctx); err != nil {
 		t.Fatal(err)
 	}

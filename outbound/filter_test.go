@@ -26,7 +26,7 @@ func (g *gateway) sendStripe(t *testing.T, id, livemode string) {
 }
 
 // counter is the value of a counter of the gateway's registry with the
-// label route.
+// label route ("": the counter without labels).
 func (g *gateway) counter(t *testing.T, name, route string) float64 {
 	t.Helper()
 	mfs, err := g.Registry.Gather()
@@ -38,6 +38,9 @@ func (g *gateway) counter(t *testing.T, name, route string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if route == "" && len(m.GetLabel()) == 0 {
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "route" && l.GetValue() == route {
 					return m.GetCounter().GetValue()

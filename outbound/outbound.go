@@ -237,9 +237,10 @@ func (e *Engine) Start(ctx context.Context) error {
 // ConsumerSet declares every route's durable consumer, and the names of
 // the consumers the routes own: the broker creates them with the stream
 // (jetstream.Broker.EnsureTopology) and deletes those of routes no longer
-// configured (they would keep messages in an interest stream).
+// configured (they would keep messages in an interest stream), once the
+// store recorded that those routes take nothing from now on (loadSince).
 func (e *Engine) ConsumerSet() jetstream.ConsumerSet {
-	set := jetstream.ConsumerSet{Owned: []string{"route_*", "tasks"}}
+	set := jetstream.ConsumerSet{Owned: []string{"route_*", "tasks"}, Removing: e.loadSince}
 	for _, r := range e.routes {
 		set.Consumers = append(set.Consumers, e.consumerConfig(r))
 	}

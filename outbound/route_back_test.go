@@ -3,11 +3,13 @@ package outbound_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/app"
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/store"
 )
@@ -86,5 +88,46 @@ func TestRouteBackGivenItsUnfinishedWork(t *testing.T) {
 	g.waitState(t, "b", "stripe", "evt_after", store.StateSucceeded)
 	if d := g.delivery(t, "b", "stripe", "evt_gone"); d != nil {
 		t.Errorf("b has a delivery of evt_gone, received while it was gone: %+v", *d)
+	}
+}
+
+// A removed route's consumer is deleted only once the store recorded that
+// the route takes nothing from now on: deleted first, a crash before the
+// record (here a store that cannot record it) lost the route's open
+// deliveries and the events it had not pulled, and configured again it
+// was not given them anew (its history said it never left).
+func TestRemovedRouteConsumerKeptUntilRecorded(t *testing.T) {
+	ds := newDownstream(t, nil)
+	dir := t.TempDir()
+	cfg := func(routes string) *config.Config { return dirConfig(t, dir, "", routes) }
+	a := routeYAML("a", ds.URL+"/a", "")
+	g := restart(t, cfg(a+routeYAML("b", ds.URL+"/b", "")))
+	g.send(t, "evt_1", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_1", store.StateSucceeded)
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: g.cfg.Store.Path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.SetMeta(ctx, "route_takes:b", "{") // b's removal cannot be recorded
+	if cerr := st.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+
+	g = &gateway{App: app.New(cfg(a), slog.New(slog.DiscardHandler))}
+	t.Cleanup(func() { g.Stop(context.Background()) })
+	if err := g.Start(ctx); err == nil {
+		t.Fatal("start with b's history unreadable succeeded")
+	}
+	// The relay prepares the stream, and fails on the history too.
+	waitFor(t, "the relay's failed preparation", func() (bool, string) {
+		n := g.counter(t, "hookgate_outbox_publish_errors_total", "")
+		return n > 0, fmt.Sprintf("%v publish errors", n)
+	})
+	if _, err := g.Broker().JetStream().Consumer(ctx, g.Broker().Stream(), "route_b"); err != nil {
+		t.Errorf("b's consumer with its removal not recorded: %v; want it kept", err)
 	}
 }
