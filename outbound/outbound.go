@@ -64,6 +64,7 @@ type recoverStore interface {
 	PendingDeliveries(ctx context.Context, fn func(seq int64, route, source, eventType string, reset bool) error) error
 	Requeue(ctx context.Context, seqs, anew []int64) error
 	Meta(ctx context.Context, key string) (string, error)
+	MetaKeys(ctx context.Context, prefix string) ([]string, error)
 	SetMeta(ctx context.Context, key, value string) error
 }
 

@@ -131,3 +131,49 @@ func TestRemovedRouteConsumerKeptUntilRecorded(t *testing.T) {
 		t.Errorf("b's consumer with its removal not recorded: %v; want it kept", err)
 	}
 }
+
+// A store of a build before routes_configured (the key unset) that saw a
+// route removed, and one whose history predates route_takes: the first
+// start without routes_configured takes every route with a since as the
+// last start's, so a route removed then, or before, is given anew what
+// it had not finished when it is configured again. (Its removal was not
+// noted: it never came back.)
+func TestRouteBackAfterUpgrade(t *testing.T) {
+	ds := newDownstream(t, func(w http.ResponseWriter, r *http.Request, n int) int {
+		status := http.StatusOK
+		if r.URL.Path == "/b" && r.Header.Get("X-Hookgate-Attempt") == "1" {
+			status = http.StatusInternalServerError
+		}
+		w.WriteHeader(status)
+		return status
+	})
+	dir := t.TempDir()
+	cfg := func(routes string) *config.Config { return dirConfig(t, dir, "", routes) }
+	a := routeYAML("a", ds.URL+"/a", "")
+	both := a + routeYAML("b", ds.URL+"/b", ", retries: 0, schedule: [4s]")
+	g := restart(t, cfg(both))
+	g.send(t, "evt_open", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_open", store.StateRetrying)
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: g.cfg.Store.Path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"routes_configured", "route_takes:b"} { // as an earlier build left them
+		if err := st.SetMeta(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg(a)) // b removed: its consumer deleted
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g = restart(t, cfg(both))
+	g.waitState(t, "b", "stripe", "evt_open", store.StateSucceeded)
+}

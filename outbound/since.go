@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,7 @@ import (
 // is the route's only if the route took it when it was received. A route
 // removed takes nothing from the first start without it on (its consumer
 // is deleted with it): routes_configured holds the routes of the last
-// start. A route configured again is given anew what it had not finished
+// start (unset by an earlier build: every route with a since). A route configured again is given anew what it had not finished
 // (Owed; its deletion took their messages): routes_back holds those
 // routes until their events are back in the outbox (Requeued).
 const (
@@ -208,6 +209,16 @@ func (e *Engine) noteRemoved(ctx context.Context) error {
 		if err := json.Unmarshal([]byte(v), &last); err != nil {
 			return fmt.Errorf("%s %q: %w", routesConfigured, v, err)
 		}
+	} else {
+		// Not recorded (a store of an earlier build): every route with
+		// a since was configured.
+		keys, err := e.store.MetaKeys(ctx, routeSincePrefix)
+		if err != nil {
+			return fmt.Errorf("read the routes' since: %w", err)
+		}
+		for _, k := range keys {
+			last = append(last, strings.TrimPrefix(k, routeSincePrefix))
+		}
 	}
 	now := time.Now().UnixMilli()
 	for _, name := range last {
@@ -279,21 +290,22 @@ func (e *Engine) setRoutesBack(ctx context.Context, back []string) error {
 }
 
 // takesNothing adds to the history of the removed route name that it
-// takes nothing from now on (unless its history says so already).
+// takes nothing from now on (unless its history says so already). A
+// route without a history (an earlier build's) is given one that says
+// so: the events before are its own.
 func (e *Engine) takesNothing(ctx context.Context, name string, now int64) error {
 	key := routeTakesPrefix + name
 	v, err := e.store.Meta(ctx, key)
 	if err != nil {
 		return fmt.Errorf("route %s (removed): read what it takes: %w", name, err)
 	}
-	if v == "" {
-		return nil
+	history := []takes{}
+	if v != "" {
+		if err := json.Unmarshal([]byte(v), &history); err != nil {
+			return fmt.Errorf("route %s (removed): what it takes %q: %w", name, v, err)
+		}
 	}
-	var history []takes
-	if err := json.Unmarshal([]byte(v), &history); err != nil {
-		return fmt.Errorf("route %s (removed): what it takes %q: %w", name, v, err)
-	}
-	history, changed := nextTakes(history, 0, now, nil, nil)
+	history, changed := nextTakes(history, now, now, nil, nil)
 	if !changed {
 		return nil
 	}

@@ -363,6 +363,28 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	return v, nil
 }
 
+// MetaKeys returns the keys of the stored facts that begin with prefix,
+// in order.
+func (s *Store) MetaKeys(ctx context.Context, prefix string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT key FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key`, len(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: meta: %w", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("%w: meta: %w", ErrUnavailable, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: meta: %w", ErrUnavailable, err)
+	}
+	return keys, nil
+}
+
 // SetMeta stores a fact.
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 	return s.write(ctx, func(tx *sql.Tx) error { return setMeta(tx, key, value) })
