@@ -51,7 +51,7 @@ func TestEnsureTopology(t *testing.T) {
 	}
 	// The owner records first that the consumers go: until it can,
 	// they stay.
-	var removing error = errors.New("cannot record")
+	removing := errors.New("cannot record")
 	b.Declare(ConsumerSet{Consumers: []natsjs.ConsumerConfig{durable("route_a"), durable("route_b")},
 		Owned: []string{"route_*", "tasks"}, Removing: func(context.Context) error { return removing }})
 	if err := b.EnsureTopology(ctx); !errors.Is(err, removing) {
