@@ -208,7 +208,7 @@ func (h *handBackDeadline) end() {
 	}
 }
 
-// sleepUnless is sleep, cut short when done is closed.
+// sleepUnless is sleep, cut short when done is closed (never if nil).
 func sleepUnless(ctx context.Context, d time.Duration, done <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -221,13 +221,5 @@ func sleepUnless(ctx context.Context, d time.Duration, done <-chan struct{}) boo
 	return true
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool { return sleepUnless(ctx, d, nil) }
