@@ -192,7 +192,7 @@ func (a *App) deliveryChecks(ctx context.Context) ([]check, []routeState) {
 	}
 	a.clusterChecks(ctx, add, nil)
 	var routes []routeState
-	for _, st := range a.engine.Routes(ctx) {
+	for _, st := range a.engine.RouteStates() {
 		routes = append(routes, routeState{Name: st.Name, State: st.State})
 	}
 	return checks, routes

@@ -182,18 +182,25 @@ type RouteStatus struct {
 var ErrRouteNotFound = errors.New("no such route")
 
 // Routes reports every route's state and backlog (the backlog is 0 when
-// JetStream does not answer).
+// JetStream does not answer): one request to JetStream per route.
 func (e *Engine) Routes(ctx context.Context) []RouteStatus {
+	out := e.RouteStates()
+	for i, r := range e.routes {
+		if c, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer); err == nil {
+			info := c.CachedInfo()
+			out[i].Backlog = info.NumPending + uint64(info.NumAckPending)
+		}
+	}
+	return out
+}
+
+// RouteStates is Routes without the backlogs, asking JetStream nothing.
+func (e *Engine) RouteStates() []RouteStatus {
 	now := time.Now()
 	out := make([]RouteStatus, 0, len(e.routes))
 	for _, r := range e.routes {
 		st := r.breaker.status(now)
 		st.Name = r.cfg.Name
-		if c, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer); err == nil {
-			if info, err := c.Info(ctx); err == nil {
-				st.Backlog = info.NumPending + uint64(info.NumAckPending)
-			}
-		}
 		out = append(out, st)
 	}
 	return out
