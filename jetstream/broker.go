@@ -478,17 +478,19 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 		sc.Retention = natsjs.LimitsPolicy
 	}
 	// An update (of a stream that may have no leader) is given up at the
-	// stream's leader election; a creation is not, which elects its first.
-	uctx, cancel := b.UntilElected(ctx)
-	defer cancel()
-	if err := b.dropUnscoped(uctx); err != nil {
-		return err
-	}
-	s, err := b.js().UpdateStream(uctx, sc)
+	// stream's leader election and made again; a creation is not, which
+	// elects its first.
+	update := func(uctx context.Context) (natsjs.Stream, error) { return b.js().UpdateStream(uctx, sc) }
+	s, err := untilAnswered(ctx, b, func(uctx context.Context) (natsjs.Stream, error) {
+		if err := b.dropUnscoped(uctx); err != nil {
+			return nil, err
+		}
+		return update(uctx)
+	})
 	if errors.Is(err, natsjs.ErrStreamNotFound) {
 		s, err = b.js().CreateStream(ctx, sc)
 		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
-			s, err = b.js().UpdateStream(uctx, sc) // another gateway made it meanwhile
+			s, err = untilAnswered(ctx, b, update) // another gateway made it meanwhile
 		}
 	}
 	if err != nil {

@@ -113,3 +113,19 @@ func (b *Broker) UntilElectedIn(ctx context.Context, stream string) (context.Con
 		cancel()
 	}
 }
+
+// untilAnswered makes the request f under UntilElected, and again at once
+// each time a leader election cuts it while ctx lasts: the election may
+// be another group's of the stream (a consumer just created, by this
+// gateway or another), announced after the request was made.
+func untilAnswered[T any](ctx context.Context, b *Broker, f func(context.Context) (T, error)) (T, error) {
+	for {
+		uctx, cancel := b.UntilElected(ctx)
+		v, err := f(uctx)
+		cut := err != nil && uctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !cut {
+			return v, err
+		}
+	}
+}

@@ -2,10 +2,13 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
@@ -45,6 +48,33 @@ func TestUntilElectedEndsAtElection(t *testing.T) {
 	}
 	if err := ctx.Err(); err != nil {
 		t.Fatalf("the parent ended: %v", err)
+	}
+}
+
+// The elections of the stream and consumers EnsureTopology creates, or a
+// route's pull loop next to it, are announced after their creation
+// answered: an update made meanwhile is given up at one, and made again.
+func TestEnsureTopologyOnNewReplicatedStream(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	b, err := Connect(ctx, Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 5 * time.Second}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var set ConsumerSet
+	var want []string
+	for i := range 4 {
+		name := fmt.Sprint("route_", i)
+		set.Consumers = append(set.Consumers, natsjs.ConsumerConfig{Durable: name, AckPolicy: natsjs.AckExplicitPolicy})
+		want = append(want, name)
+	}
+	b.Declare(set)
+	if err := b.EnsureTopology(ctx); err != nil {
+		t.Fatalf("EnsureTopology of a new stream: %v", err)
+	}
+	if got := consumerNames(t, b); !slices.Equal(got, want) {
+		t.Fatalf("consumers = %v, want %v", got, want)
 	}
 }
 

@@ -138,14 +138,15 @@ func (b *Broker) retire(ctx context.Context, stream natsjs.Stream, name string) 
 // updates it to cc.
 func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
 	// As EnsureStream: an update is given up at a leader election of the
-	// stream or its consumers, a creation is not.
-	uctx, cancel := b.UntilElected(ctx)
-	defer cancel()
-	cons, err := b.js().UpdateConsumer(uctx, b.cfg.Stream, cc)
+	// stream or its consumers and made again, a creation is not.
+	update := func(uctx context.Context) (natsjs.Consumer, error) {
+		return b.js().UpdateConsumer(uctx, b.cfg.Stream, cc)
+	}
+	cons, err := untilAnswered(ctx, b, update)
 	if errors.Is(err, natsjs.ErrConsumerDoesNotExist) || errors.Is(err, natsjs.ErrConsumerNotFound) {
 		cons, err = b.js().CreateConsumer(ctx, b.cfg.Stream, cc)
 		if errors.Is(err, natsjs.ErrConsumerExists) {
-			cons, err = b.js().UpdateConsumer(uctx, b.cfg.Stream, cc) // another gateway made it meanwhile
+			cons, err = untilAnswered(ctx, b, update) // another gateway made it meanwhile
 		}
 	}
 	if err != nil {
