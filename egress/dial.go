@@ -158,7 +158,7 @@ func (p *Policy) Transport() *http.Transport {
 // tasks must not reach (Smokescreen, for one, does).
 func (p *Policy) ProxyTransport(u *url.URL) *http.Transport {
 	t := p.Transport()
-	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}).DialContext
+	t.DialContext = p.dialProxy
 	UseProxy(t, u)
 	t.Proxy = func(req *http.Request) (*url.URL, error) {
 		if _, _, err := p.destination(req.Context(), "ip", req.URL.Hostname()); err != nil {
@@ -167,6 +167,26 @@ func (p *Policy) ProxyTransport(u *url.URL) *http.Transport {
 		return u, nil
 	}
 	return t
+}
+
+// dialProxy dials the forward proxy as it is, its name resolved by the
+// policy's resolver if it is a *net.Resolver (else the default one). A
+// name that does not resolve is answered without the DNS server's
+// address (withoutServer): the text reaches the task client.
+func (p *Policy) dialProxy(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	d.Resolver, _ = p.resolver().(*net.Resolver)
+	c, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		return c, nil
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) {
+		return nil, withoutServer(err)
+	}
+	op := *oe
+	op.Err = withoutServer(oe.Err)
+	return nil, &op
 }
 
 // destination checks host (from a URL or a dial address, without brackets)

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,8 +44,37 @@ func nxdomainServer(t *testing.T) string {
 // DNS server that said so: the text reaches the task client (an
 // attempt's error), who must not learn the gateway's internal addresses.
 func TestResolveErrorHidesServer(t *testing.T) {
+	p, asked := nxdomainPolicy(t)
+	_, err := p.DialContext(context.Background(), "tcp", "db.internal.test:80")
+	if err == nil {
+		t.Fatal("dial of a name that does not resolve succeeded")
+	}
+	checkHidesServer(t, err, asked)
+}
+
+// Likewise a tasks.proxy whose name does not resolve: the dial error
+// reaches the task client through the request's.
+func TestProxyResolveErrorHidesServer(t *testing.T) {
+	p, asked := nxdomainPolicy(t)
+	u, err := ParseProxy("http://proxy.internal.test:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: p.ProxyTransport(u)}
+	resp, err := c.Get("http://93.184.215.14/") // public: checked without a lookup
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("request through a proxy whose name does not resolve succeeded")
+	}
+	checkHidesServer(t, err, asked)
+}
+
+// nxdomainPolicy is a policy whose resolver asks nxdomainServer; asked
+// holds the address the resolver asked.
+func nxdomainPolicy(t *testing.T) (*Policy, *atomic.Value) {
+	t.Helper()
 	srv := nxdomainServer(t)
-	var asked atomic.Value
+	asked := &atomic.Value{}
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, address string) (net.Conn, error) {
 		asked.Store(address)
 		var d net.Dialer
@@ -54,10 +84,13 @@ func TestResolveErrorHidesServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.DialContext(context.Background(), "tcp", "db.internal.test:80")
-	if err == nil {
-		t.Fatal("dial of a name that does not resolve succeeded")
-	}
+	return p, asked
+}
+
+// checkHidesServer fails unless err says "no such host" without the DNS
+// server the resolver asked.
+func checkHidesServer(t *testing.T, err error, asked *atomic.Value) {
+	t.Helper()
 	server, _ := asked.Load().(string)
 	if server == "" {
 		t.Fatalf("the resolver asked no server: %v", err)
