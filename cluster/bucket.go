@@ -69,11 +69,11 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	var kv natsjs.KeyValue
 	// Lookups are given up at the bucket's leader election (UntilElected);
 	// its creation is not, which elects its first leader.
-	lookup := func() (err error) {
-		lctx, cancel := elected.cut(ctx, "KV_"+cfg.Bucket)
-		defer cancel()
-		kv, err = js.KeyValue(lctx, cfg.Bucket)
-		return err
+	lookup := func() error {
+		return elected.answered(ctx, "KV_"+cfg.Bucket, func(lctx context.Context) (err error) {
+			kv, err = js.KeyValue(lctx, cfg.Bucket)
+			return err
+		})
 	}
 	err := whileNoLeader(ctx, lookup)
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
@@ -89,11 +89,11 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 		return nil, err
 	}
 	var st natsjs.KeyValueStatus
-	err = whileNoLeader(ctx, func() (err error) {
-		lctx, cancel := elected.cut(ctx, "KV_"+cfg.Bucket)
-		defer cancel()
-		st, err = kv.Status(lctx)
-		return err
+	err = whileNoLeader(ctx, func() error {
+		return elected.answered(ctx, "KV_"+cfg.Bucket, func(lctx context.Context) (err error) {
+			st, err = kv.Status(lctx)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read its config: %w", err)
@@ -172,6 +172,22 @@ func (f UntilElected) cut(ctx context.Context, stream string) (context.Context, 
 		return context.WithCancel(ctx)
 	}
 	return f(ctx, stream)
+}
+
+// answered makes the request req under a context cut at stream's next
+// leader election, and again at once each time an election cuts it while
+// ctx lasts (the election may be of the stream's first leader, announced
+// after another gateway's creation answered).
+func (f UntilElected) answered(ctx context.Context, stream string, req func(context.Context) error) error {
+	for {
+		rctx, cancel := f.cut(ctx, stream)
+		err := req(rctx)
+		cut := err != nil && rctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !cut {
+			return err
+		}
+	}
 }
 
 // noLeader says whether err is "no responders": the stream has no leader

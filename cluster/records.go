@@ -165,18 +165,20 @@ func (r *Records) Ensure(ctx context.Context) error {
 		MaxAge:      r.cfg.TTL,
 		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
 	}
-	// The update of a stream without a leader is given up at its election;
-	// a creation is not, which elects its first leader.
-	uctx, cancel := r.cfg.UntilElected.cut(ctx, r.cfg.Stream)
-	_, err := js.UpdateStream(uctx, cfg)
-	cancel()
+	// The update of a stream without a leader is given up at its election
+	// and made again; a creation is not, which elects its first leader.
+	update := func(uctx context.Context) error {
+		_, err := js.UpdateStream(uctx, cfg)
+		return err
+	}
+	err := r.cfg.UntilElected.answered(ctx, r.cfg.Stream, update)
 	if errors.Is(err, natsjs.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, cfg)
 		switch {
 		case err == nil:
 			r.log.Info("cluster records: stream created", "stream", r.cfg.Stream, "ttl", r.cfg.TTL, "replicas", r.cfg.Replicas)
 		case errors.Is(err, natsjs.ErrStreamNameAlreadyInUse):
-			_, err = js.UpdateStream(ctx, cfg) // another gateway made it meanwhile
+			err = r.cfg.UntilElected.answered(ctx, r.cfg.Stream, update) // another gateway made it meanwhile
 		}
 	}
 	if err != nil {
