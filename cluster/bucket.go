@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookgate/hookgate/jetstream"
 )
 
 // Change is one setting of a bucket that differs from the config.
@@ -179,15 +181,9 @@ func (f UntilElected) cut(ctx context.Context, stream string) (context.Context, 
 // ctx lasts (the election may be of the stream's first leader, announced
 // after another gateway's creation answered).
 func (f UntilElected) answered(ctx context.Context, stream string, req func(context.Context) error) error {
-	for {
-		rctx, cancel := f.cut(ctx, stream)
-		err := req(rctx)
-		cut := err != nil && rctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if !cut {
-			return err
-		}
-	}
+	cut := func(ctx context.Context) (context.Context, context.CancelFunc) { return f.cut(ctx, stream) }
+	_, err := jetstream.Answered(ctx, cut, func(ctx context.Context) (struct{}, error) { return struct{}{}, req(ctx) })
+	return err
 }
 
 // noLeader says whether err is "no responders": the stream has no leader

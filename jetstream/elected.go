@@ -119,8 +119,15 @@ func (b *Broker) UntilElectedIn(ctx context.Context, stream string) (context.Con
 // be another group's of the stream (a consumer just created, by this
 // gateway or another), announced after the request was made.
 func untilAnswered[T any](ctx context.Context, b *Broker, f func(context.Context) (T, error)) (T, error) {
+	return Answered(ctx, b.UntilElected, f)
+}
+
+// Answered makes the request f under a context from cut (UntilElected,
+// UntilElectedIn), and again at once each time cut's context ends before
+// f answers while ctx lasts.
+func Answered[T any](ctx context.Context, cut func(context.Context) (context.Context, context.CancelFunc), f func(context.Context) (T, error)) (T, error) {
 	for {
-		uctx, cancel := b.UntilElected(ctx)
+		uctx, cancel := cut(ctx)
 		v, err := f(uctx)
 		cut := err != nil && uctx.Err() != nil && ctx.Err() == nil
 		cancel()
