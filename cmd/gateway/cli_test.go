@@ -286,6 +286,31 @@ sources: [{name: a, verify: none, id_field: id, max_body: 9437184}]
 	}
 }
 
+// check-config refuses what the start refuses for the embedded server's
+// max payload, and lets an external server's wait for the start.
+func TestCLICheckConfigMaxBodyOverBrokerPayload(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, yaml, key, size string }{
+		{"source", "sources: [{name: a, verify: none, id_field: id, max_body: 9437184}]\n", "sources[0].max_body", "9437184"},
+		{"tasks", "tasks: {tokens: [" + cliAPIToken + "], max_body: 7340032}\n", "tasks.max_body", "7340032"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, t.TempDir(), tt.yaml)
+			code, stdout, stderr := runCLI("check-config", "-config", path)
+			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.key) || !strings.Contains(stderr, tt.size) ||
+				!strings.Contains(stderr, "8388608") {
+				t.Errorf("exit %d (printed %d bytes); want 2 and nothing printed, naming %s, %s and 8388608, stderr:\n%s",
+					code, len(stdout), tt.key, tt.size, stderr)
+			}
+		})
+	}
+	path := writeConfig(t, dir, "nats: {url: nats://127.0.0.1:4222}\n"+
+		"sources: [{name: a, verify: none, id_field: id, max_body: 9437184}]\n")
+	if code, _, stderr := runCLI("check-config", "-config", path); code != 0 {
+		t.Errorf("external NATS: exit %d, want 0 (its max payload is known at start), stderr:\n%s", code, stderr)
+	}
+}
+
 // SIGTERM shuts the gateway down cleanly: exit 0.
 func TestRunCleanShutdown(t *testing.T) {
 	dir := t.TempDir()

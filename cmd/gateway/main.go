@@ -186,10 +186,14 @@ func onSignals(shutdown func()) (stop func()) {
 	return func() { signal.Stop(sigs); close(done) }
 }
 
-// checkConfig loads the config and prints it resolved; its secrets mask
+// checkConfig loads the config, checks what the start would refuse before
+// it serves (app.CheckConfig) and prints it resolved; its secrets mask
 // themselves in YAML.
 func checkConfig(configPath string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(configPath)
+	if err == nil {
+		err = app.CheckConfig(cfg)
+	}
 	if err != nil {
 		printError(stderr, err)
 		return 2
