@@ -30,6 +30,7 @@ func (a *App) mountConsole(ctx context.Context, api *admin.Handler) error {
 	}
 	c, err := console.New(console.Config{
 		Authorize: api.Authorize,
+		Disabled:  len(a.cfg.API.Tokens) == 0,
 		Store:     a.store,
 		Routes:    a.engine,
 		Stats:     a.consoleStats,

@@ -70,6 +70,9 @@ type Config struct {
 	// one of the store's read connections while it reads bodies); another
 	// waits for a turn within SearchTimeout. Default 1.
 	Searches int
+	// Disabled is set when api.tokens is empty: no token opens the
+	// console, and its answers say so.
+	Disabled bool
 }
 
 // defaultSearchTimeout is Config.SearchTimeout's default.
@@ -163,6 +166,9 @@ func staticFile(c *fiber.Ctx) error {
 // 401.
 func (c *Console) auth(ctx *fiber.Ctx) error {
 	ctx.Set(fiber.HeaderCacheControl, "no-store")
+	if c.cfg.Disabled {
+		return httperror.New(http.StatusUnauthorized, "unauthorized", "the console is disabled: no api.tokens configured")
+	}
 	caller, ok := c.cfg.Authorize(ctx.Get(fiber.HeaderAuthorization))
 	if !ok {
 		ctx.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="hookgate"`)

@@ -74,6 +74,21 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
+// Without api.tokens no token opens the console, and its answer says so
+// rather than that the token is wrong.
+func TestDisabledWithoutOperatorTokens(t *testing.T) {
+	g := startGatewayAPI(t, "", "")
+	if resp, _ := g.get(t, "", "/console/"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/console/: status %d, want 200", resp.StatusCode)
+	}
+	for _, token := range []string{"", taskToken, opToken} {
+		resp, body := g.get(t, token, "/console/f/overview")
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "no api.tokens") {
+			t.Errorf("token %q: %d %s; want 401 saying no api.tokens are configured", token, resp.StatusCode, body)
+		}
+	}
+}
+
 // A value from outside (type, ID, a kept header, the body, a response
 // excerpt) shows as text, never as markup.
 func TestEscaping(t *testing.T) {

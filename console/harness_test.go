@@ -43,6 +43,13 @@ func startGateway(t *testing.T) *gateway {
 // startGatewayWith starts a gateway with extra config.
 func startGatewayWith(t *testing.T, extra string) *gateway {
 	t.Helper()
+	return startGatewayAPI(t, fmt.Sprintf("api: {tokens: [%q]}", opToken), extra)
+}
+
+// startGatewayAPI starts a gateway whose api key is api (none when empty),
+// with extra config.
+func startGatewayAPI(t *testing.T, api, extra string) *gateway {
+	t.Helper()
 	g := &gateway{got: map[string]int{}, okGot: map[string]int{}}
 	g.failing.Store(true)
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +74,7 @@ func startGatewayWith(t *testing.T, extra string) *gateway {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
-api: {tokens: [%q]}
+%s
 sources: [{name: shop, verify: none, id_field: id, type_field: type}]
 routes:
   - {name: ok, sources: [shop], url: %q}
@@ -75,7 +82,7 @@ routes:
 tasks:
   tokens: [%q]
 %s
-`, t.TempDir(), opToken, ok.URL, broken.URL, taskToken, extra)), func(string) (string, bool) { return "", false })
+`, t.TempDir(), api, ok.URL, broken.URL, taskToken, extra)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,10 +44,12 @@
     return "HTTP " + xhr.status;
   }
 
-  function refused(status) {
+  // why is the gateway's message, if any.
+  function refused(status, why) {
     sessionStorage.removeItem(KEY);
     showApp(false);
-    showError(status === 403 ? "This token is not an operator's (api.tokens)." : "The token was refused.");
+    showError(status === 403 ? "This token is not an operator's (api.tokens)." :
+      "The token was refused" + (why ? ": " + why : "") + ".");
   }
 
   document.addEventListener("htmx:configRequest", function (evt) {
@@ -57,7 +59,7 @@
   document.addEventListener("htmx:responseError", function (evt) {
     var xhr = evt.detail.xhr;
     if (xhr.status === 401 || (xhr.status === 403 && evt.detail.requestConfig.path.indexOf("/console/f/") === 0)) {
-      refused(xhr.status);
+      refused(xhr.status, message(xhr));
       return;
     }
     showError(message(xhr));
@@ -140,7 +142,7 @@
         if (r.status === 202) {
           reloadDead(route, (j.count || 0) + " dead letters of " + route + " queued for retry.");
         } else if (r.status === 401) {
-          refused(401);
+          refused(401, j.error && j.error.message);
         } else {
           retryResult("Bulk retry failed: " + ((j.error && j.error.message) || "HTTP " + r.status));
         }
