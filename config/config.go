@@ -105,8 +105,8 @@ type Tasks struct {
 	Concurrency int `yaml:"concurrency"`
 	// TokenConcurrency is the most attempts in flight of the tasks one
 	// token submitted, so that one client's slow destinations cannot hold
-	// every worker. Default (0) a quarter of Concurrency, at least 1; at
-	// most MaxConcurrency.
+	// every worker. Default (absent or 0) a quarter of Concurrency, at
+	// least 1, set at load; at most MaxConcurrency.
 	TokenConcurrency int `yaml:"token_concurrency"`
 	// Retries, RetryWaitMin, RetryWaitMax and Schedule are as on a route.
 	// Defaults 2, 1s, 30s and the route default schedule.

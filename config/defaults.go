@@ -147,6 +147,9 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&t.KeyTTL, "tasks.key_ttl", DefaultKeyTTL)
 	dur(&t.Timeout, "tasks.timeout", DefaultRouteTimeout)
 	num(&t.Concurrency, "tasks.concurrency", DefaultTaskConcurrency)
+	if t.TokenConcurrency == 0 { // absent or 0: a quarter of concurrency
+		t.TokenConcurrency = max(1, t.Concurrency/4)
+	}
 	num(&t.Retries, "tasks.retries", DefaultRetries)
 	dur(&t.RetryWaitMin, "tasks.retry_wait_min", DefaultRetryWaitMin)
 	dur(&t.RetryWaitMax, "tasks.retry_wait_max", DefaultRetryWaitMax)

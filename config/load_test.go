@@ -325,6 +325,26 @@ routes:
 	}
 }
 
+// tasks.token_concurrency's default is resolved at load, so check-config
+// prints the value in force.
+func TestTokenConcurrencyDefault(t *testing.T) {
+	for _, tt := range []struct {
+		tasks string
+		want  int
+	}{
+		{"{}", 4},
+		{"{concurrency: 10}", 2},
+		{"{concurrency: 2}", 1},
+		{"{concurrency: 10, token_concurrency: 0}", 2},
+		{"{concurrency: 10, token_concurrency: 3}", 3},
+	} {
+		c := mustParse(t, "sources: [{name: a, verify: none, id_field: id}]\ntasks: "+tt.tasks+"\n", nil)
+		if got := c.Tasks.TokenConcurrency; got != tt.want {
+			t.Errorf("tasks: %s: token_concurrency %d, want %d", tt.tasks, got, tt.want)
+		}
+	}
+}
+
 func TestDefaultsDerivedFromDataDir(t *testing.T) {
 	c := mustParse(t, "data_dir: /srv/hg\nsources: [{name: a, verify: none, id_field: id}]\n", nil)
 	if c.NATS.StoreDir != "/srv/hg/jetstream" || c.Store.Path != "/srv/hg/hookgate.db" {
