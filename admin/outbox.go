@@ -46,12 +46,12 @@ func listParked(c *fiber.Ctx, ps ParkedStore) error {
 	if err != nil {
 		return unavailable(err)
 	}
-	out := fiber.Map{"data": evs}
+	next := "" // as the other lists: "" on the last page
 	if len(evs) > limit {
-		out["data"] = evs[:limit]
-		out["next_cursor"] = strconv.FormatInt(evs[limit-1].Seq, 10)
+		evs = evs[:limit]
+		next = strconv.FormatInt(evs[limit-1].Seq, 10)
 	}
-	return c.JSON(out)
+	return c.JSON(fiber.Map{"data": evs, "next_cursor": next})
 }
 
 // requeueParked puts a parked event back in the outbox (e.g. once the

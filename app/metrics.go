@@ -69,9 +69,9 @@ func (a *App) registerStoreMetrics() func(store.PruneResult) {
 	backlog := &cachedCount{read: a.store.OutboxBacklog}
 	pruned := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookgate_retention_pruned_total",
-		Help: "Rows deleted by retention, by kind (events, deliveries, attempts).",
+		Help: "Rows deleted by retention, by kind (events, deliveries, attempts, idempotency_keys).",
 	}, []string{"kind"})
-	for _, k := range []string{"events", "deliveries", "attempts"} {
+	for _, k := range []string{"events", "deliveries", "attempts", "idempotency_keys"} {
 		pruned.WithLabelValues(k)
 	}
 	a.Registry.MustRegister(
