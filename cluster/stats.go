@@ -199,7 +199,19 @@ func (b *StatsBucket) Read(ctx context.Context) (entries []StatsEntry, anew, mor
 				return entries, anew, false, err
 			}
 		}
-		more, err := b.fetch(info.State.LastSeq, &entries)
+		var more bool
+		fetch := func() (err error) {
+			more, err = b.fetch(info.State.LastSeq, &entries)
+			return err
+		}
+		if fresh {
+			// A consumer just made has no responders for a moment on a
+			// NATS cluster: its node's interest is still on its way to
+			// the node this gateway is connected to.
+			err = whileNoLeader(ctx, fetch)
+		} else {
+			err = fetch()
+		}
 		if err == nil {
 			return entries, anew, more, nil
 		}

@@ -260,3 +260,28 @@ func TestStatsReadBounded(t *testing.T) {
 		t.Errorf("%d entries in %d reads, want %d in several", got, reads, n)
 	}
 }
+
+// A gateway's first read of the console's samples on a NATS cluster
+// makes the reads' consumer (one replica) on whichever node the cluster
+// places it; until that node's interest reaches the node this gateway is
+// connected to, a fetch has no responders. The first read waits for it:
+// no gateway's start warns that it cannot read the samples.
+func TestStatsFirstReadOnNATSCluster(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	ctx := context.Background()
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range 20 {
+		js := connectJS(t, nc.URL)
+		b, err := cluster.NewStatsBucket(cluster.StatsConfig{Gateway: fmt.Sprintf("gw-%d", i), Wait: 10 * time.Second,
+			Replicas: 3, JetStream: func() natsjs.JetStream { return js }}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Put(ctx, base.Add(time.Duration(i)*time.Minute), []byte(`{"c":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := b.Read(ctx); err != nil {
+			t.Fatalf("gateway %d: first read: %v", i, err)
+		}
+	}
+}
