@@ -12,8 +12,9 @@ import (
 // checkPayload refuses a body limit the broker could not carry (see
 // fitPayload), against the embedded server's max payload or what an
 // external server announced at connect. A limit left at its default is
-// lowered to fit instead, with a warning. The error is a *config.Error:
-// the gateway exits 2.
+// lowered to fit instead, noted at info (the operator set nothing, and an
+// external NATS at its own 1 MiB default has it lowered at every start).
+// The error is a *config.Error: the gateway exits 2.
 func (a *App) checkPayload(context.Context) error {
 	limit := a.broker.MaxPayload()
 	if limit <= 0 {
@@ -21,7 +22,7 @@ func (a *App) checkPayload(context.Context) error {
 		return nil
 	}
 	return fitPayload(a.cfg, limit, func(path string, fits, def int) {
-		a.log.Warn("max_body left at its default is lowered to fit the broker's max payload",
+		a.log.Info("max_body left at its default is lowered to fit the broker's max payload",
 			"key", path, "max_body", fits, "default", def, "max_payload", limit)
 	})
 }

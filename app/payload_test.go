@@ -47,12 +47,32 @@ func TestMaxBodyOverBrokerPayload(t *testing.T) {
 			}
 		})
 	}
+	// Lowered, a default is noted at info: the operator set nothing, and
+	// every gateway on an external NATS at its own default (1 MiB) has it
+	// lowered at every start.
 	t.Run("default lowered", func(t *testing.T) {
 		srv := runNATSPayload(t, freePort(t), t.TempDir(), 64<<10)
 		cfg := testConfig(t, fmt.Sprintf("nats: {url: %q, connect_timeout: 2s}\n", srv.ClientURL()))
-		a, err := start(cfg)
+		var logged gatewaytest.SyncBuffer
+		a := New(cfg, slog.New(slog.NewTextHandler(&logged, nil)))
+		err := a.Start(context.Background())
+		t.Cleanup(func() { a.Stop(context.Background()) })
 		if err != nil {
 			t.Fatalf("Start: %v", err)
+		}
+		var lowered []string
+		for line := range strings.Lines(logged.String()) {
+			if strings.Contains(line, "max_body left at its default is lowered") {
+				lowered = append(lowered, line)
+			}
+		}
+		if len(lowered) != 2 {
+			t.Fatalf("logged %d lines of a lowered default, want 2 (sources[0], tasks):\n%s", len(lowered), logged.String())
+		}
+		for _, line := range lowered {
+			if !strings.Contains(line, "level=INFO") {
+				t.Errorf("a default lowered to fit is logged above info: %s", line)
+			}
 		}
 		want := 64<<10 - jetstream.HeaderRoom
 		if got := a.cfg.Sources[0].MaxBody; got != want {
