@@ -81,7 +81,14 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
 		kv, err = createBucket(ctx, js, cfg, first)
 		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
-			err = whileNoLeader(ctx, lookup) // another gateway made it meanwhile
+			// Another gateway made it meanwhile; until its creation
+			// lands, the bucket is not found.
+			for {
+				err = lookup()
+				if !noLeader(err) && !errors.Is(err, natsjs.ErrBucketNotFound) || !sleep(ctx, 100*time.Millisecond) {
+					break
+				}
+			}
 		} else if err == nil {
 			log.Info("cluster bucket created", "bucket", cfg.Bucket, "ttl", cfg.TTL, "replicas", max(cfg.Replicas, 1))
 			return kv, nil

@@ -291,3 +291,47 @@ func TestUnresetWithLostAnswerIsRecorded(t *testing.T) {
 		t.Fatalf("records waiting for the other gateways = %d, %v; want %d (the state put back)", n, err, before+1)
 	}
 }
+
+// landingLaterJS refuses the first stream creation as another gateway's
+// in flight would (the name in use), and makes that other gateway's
+// stream (cfg with another first sequence) a moment later: its creation
+// lands after this gateway looked for it.
+type landingLaterJS struct {
+	natsjs.JetStream
+	landed chan error
+}
+
+func (j *landingLaterJS) CreateStream(ctx context.Context, cfg natsjs.StreamConfig) (natsjs.Stream, error) {
+	if j.landed == nil {
+		j.landed = make(chan error, 1)
+		other := cfg
+		other.FirstSeq++
+		time.AfterFunc(300*time.Millisecond, func() {
+			_, err := j.JetStream.CreateStream(context.Background(), other)
+			j.landed <- err
+		})
+		return nil, natsjs.ErrStreamNameAlreadyInUse
+	}
+	return j.JetStream.CreateStream(ctx, cfg)
+}
+
+// The deliveries bucket another gateway is making (each numbers its
+// revisions from its own start, so this gateway's creation is refused as
+// another config) may not be found for a moment after: it is looked up
+// again until it is.
+func TestDeliveriesBucketMadeElsewhereFoundOnceItLands(t *testing.T) {
+	js := &landingLaterJS{JetStream: connect(t, gatewaytest.RunNATS(t, 0, t.TempDir()).ClientURL())}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := ensureBucket(ctx, js, natsjs.KeyValueConfig{Bucket: "DELIVERIES_ELSEWHERE", History: 1},
+		firstRevision(time.Now()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("ensureBucket: %v", err)
+	}
+	if err := <-js.landed; err != nil {
+		t.Fatalf("the other gateway's creation: %v", err)
+	}
+	if kv.Bucket() != "DELIVERIES_ELSEWHERE" {
+		t.Fatalf("bucket %q", kv.Bucket())
+	}
+}
