@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
@@ -17,15 +16,7 @@ import (
 // connect returns a JetStream handle on url, closed when the test ends.
 func connect(t testing.TB, url string) natsjs.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := gatewaytest.ConnectJetStream(t, url)
 	return js
 }
 

@@ -18,13 +18,8 @@ import (
 // Elected returned, so a request made while there was no leader is given
 // up then and made again.
 func TestUntilElectedEndsAtElection(t *testing.T) {
-	nc := gatewaytest.RunNATSCluster(t, 3)
 	ctx := context.Background()
-	b, err := Connect(ctx, Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 5 * time.Second}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := connectReplicated(t)
 	gatewaytest.WaitFor(t, "the events stream", 30*time.Second, func() (bool, string) {
 		err := b.EnsureStream(ctx)
 		return err == nil, errString(err)
@@ -55,13 +50,8 @@ func TestUntilElectedEndsAtElection(t *testing.T) {
 // route's pull loop next to it, are announced after their creation
 // answered: an update made meanwhile is given up at one, and made again.
 func TestEnsureTopologyOnNewReplicatedStream(t *testing.T) {
-	nc := gatewaytest.RunNATSCluster(t, 3)
 	ctx := context.Background()
-	b, err := Connect(ctx, Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 5 * time.Second}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := connectReplicated(t)
 	var set ConsumerSet
 	var want []string
 	for i := range 4 {
@@ -115,4 +105,17 @@ func TestElectedOfAnotherStreamIgnored(t *testing.T) {
 	gatewaytest.WaitFor(t, "the wait under UntilElected to end", 10*time.Second, func() (bool, string) {
 		return ectx.Err() != nil, "still waiting"
 	})
+}
+
+// connectReplicated is a broker of the stream EVENTS with 3 replicas on a
+// 3-node NATS cluster, closed when the test ends.
+func connectReplicated(t *testing.T) *Broker {
+	t.Helper()
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	b, err := Connect(context.Background(), Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 5 * time.Second}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }

@@ -40,7 +40,15 @@ func beforeStart(t *testing.T, yaml string, fn func(st *store.Store)) *gateway {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	st, err := store.Open(context.Background(), store.Config{Path: cfg.Store.Path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	withStore(t, cfg.Store.Path, fn)
+	return restart(t, cfg)
+}
+
+// withStore runs fn on the store at path (its gateway stopped), opened
+// and closed around it.
+func withStore(t *testing.T, path string, fn func(st *store.Store)) {
+	t.Helper()
+	st, err := store.Open(context.Background(), store.Config{Path: path}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,6 @@ func beforeStart(t *testing.T, yaml string, fn func(st *store.Store)) *gateway {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return restart(t, cfg)
 }
 
 // A stored event whose type is too long for a subject is published (under

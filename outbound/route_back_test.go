@@ -108,14 +108,11 @@ func TestRemovedRouteConsumerKeptUntilRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: g.cfg.Store.Path}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.SetMeta(ctx, "route_takes:b", "{") // b's removal cannot be recorded
-	if cerr := st.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
-	}
+	withStore(t, g.cfg.Store.Path, func(st *store.Store) {
+		if err := st.SetMeta(ctx, "route_takes:b", "{"); err != nil { // b's removal cannot be recorded
+			t.Fatal(err)
+		}
+	})
 
 	g = &gateway{App: app.New(cfg(a), slog.New(slog.DiscardHandler))}
 	t.Cleanup(func() { g.Stop(context.Background()) })
@@ -158,18 +155,13 @@ func TestRouteBackAfterUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: g.cfg.Store.Path}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"routes_configured", "route_takes:b"} { // as an earlier build left them
-		if err := st.SetMeta(ctx, k, ""); err != nil {
-			t.Fatal(err)
+	withStore(t, g.cfg.Store.Path, func(st *store.Store) {
+		for _, k := range []string{"routes_configured", "route_takes:b"} { // as an earlier build left them
+			if err := st.SetMeta(ctx, k, ""); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	g = restart(t, cfg(a)) // b removed: its consumer deleted
 	if err := g.Stop(context.Background()); err != nil {
 		t.Fatal(err)
