@@ -200,14 +200,14 @@ func newFloorApp(s *floorStore, secret string) *fiber.App {
 // serveFloor serves the durable floor on addr with its store in dir
 // (this binary with -floor ADDR -floor-dir DIR), or with deliverURL the
 // delivering floor, n workers posting there (-floor-deliver URL
-// -floor-concurrency N).
-func serveFloor(addr, dir, deliverURL string, n int) int {
+// -floor-concurrency N), through JetStream with brokered (-floor-broker).
+func serveFloor(addr, dir, deliverURL string, n int, brokered bool) int {
 	var s *floorStore
 	var err error
 	if deliverURL == "" {
 		s, err = openFloor(dir)
 	} else {
-		s, err = openDeliveringFloor(dir, deliverURL, n, floorQueue)
+		s, err = openDeliveringFloor(dir, deliverURL, n, floorQueue, brokered)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -257,11 +257,19 @@ func floorRatios(intake, endToEnd, floor, bare, dIntake, dEndToEnd float64, noRo
 		q := endToEnd / floor
 		rows = append(rows, fmt.Sprintf("| end-to-end delivery / durable floor | %.2f | ≥ 0.50 | %s |\n", q, yes(q >= 0.50)))
 	}
-	if dIntake > 0 && intake > 0 && !noRoute {
-		rows = append(rows, fmt.Sprintf("| intake / delivering floor (with delivery running) | %.2f | | |\n", intake/dIntake))
+	return append(rows, ratiosTo("delivering floor", intake, endToEnd, dIntake, dEndToEnd, noRoute)...)
+}
+
+// ratiosTo are the rows of intake and end to end to another floor's
+// (name's: the delivering or the brokered floor), without targets; none
+// with -no-route.
+func ratiosTo(name string, intake, endToEnd, fIntake, fEndToEnd float64, noRoute bool) []string {
+	var rows []string
+	if fIntake > 0 && intake > 0 && !noRoute {
+		rows = append(rows, fmt.Sprintf("| intake / %s (with delivery running) | %.2f | | |\n", name, intake/fIntake))
 	}
-	if dEndToEnd > 0 && endToEnd > 0 && !noRoute {
-		rows = append(rows, fmt.Sprintf("| end to end / delivering floor | %.2f | | |\n", endToEnd/dEndToEnd))
+	if fEndToEnd > 0 && endToEnd > 0 && !noRoute {
+		rows = append(rows, fmt.Sprintf("| end to end / %s | %.2f | | |\n", name, endToEnd/fEndToEnd))
 	}
 	return rows
 }

@@ -139,6 +139,28 @@ func TestFloorRatios(t *testing.T) {
 	}
 }
 
+func TestRatiosTo(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		intake, e2e, fIn, fE2E float64
+		noRoute                bool
+		want                   []string
+	}{
+		{"both", 9000, 6000, 10000, 8000, false, []string{
+			"| intake / brokered floor (with delivery running) | 0.90 | | |\n",
+			"| end to end / brokered floor | 0.75 | | |\n"}},
+		{"floor not measured", 9000, 6000, 0, 0, false, nil},
+		{"no end to end", 9000, 0, 10000, 8000, false, []string{
+			"| intake / brokered floor (with delivery running) | 0.90 | | |\n"}},
+		{"-no-route", 9000, 6000, 10000, 8000, true, nil},
+	} {
+		got := ratiosTo("brokered floor", tc.intake, tc.e2e, tc.fIn, tc.fE2E, tc.noRoute)
+		if strings.Join(got, "") != strings.Join(tc.want, "") {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // bySecond buckets requests by the second they were due in, apart from
 // the failed ones, and leaves out those past the last second.
 func TestBySecond(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hookgate/hookgate/outbound"
 )
 
@@ -54,6 +56,7 @@ type floorJob struct {
 	rowid int64
 	id    string
 	body  []byte
+	msg   natsjs.Msg // the brokered floor's message, acked after the outcome's commit
 }
 
 // floorOutcome is one delivery's outcome waiting for the writer; done gets
@@ -65,11 +68,15 @@ type floorOutcome struct {
 	done   chan error
 }
 
-// floorDeliverer is the delivering floor's queue, workers and read-back.
+// floorDeliverer is the delivering floor's queue, workers and read-back;
+// for the brokered floor (floorbroker.go) the queue is what is to be
+// published, and the workers take the consumer's messages.
 type floorDeliverer struct {
 	url      string
 	client   *http.Client
 	queue    chan floorJob
+	in       chan floorJob // what the workers take: queue, or the broker's messages
+	broker   *floorBroker  // nil but for the brokered floor
 	outcomes chan *floorOutcome
 	read     *sql.DB // the read-back's own connection
 	cancel   context.CancelFunc
@@ -85,8 +92,9 @@ type floorDeliverer struct {
 
 // openDeliveringFloor opens (or creates) the delivering floor's store in
 // dir and starts its writer, n delivery workers posting to url, and the
-// read-back; queue is the queue's capacity.
-func openDeliveringFloor(dir, url string, n, queue int) (*floorStore, error) {
+// read-back; queue is the queue's capacity. With brokered, the brokered
+// floor: the events go through an embedded JetStream server.
+func openDeliveringFloor(dir, url string, n, queue int, brokered bool) (*floorStore, error) {
 	path := filepath.Join(dir, "floor.db")
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000")
 	if err != nil {
@@ -112,6 +120,17 @@ func openDeliveringFloor(dir, url string, n, queue int) (*floorStore, error) {
 		read:     read,
 		cancel:   cancel,
 		wake:     make(chan struct{}, 1),
+	}
+	d.in = d.queue
+	if brokered {
+		if d.broker, err = startFloorBroker(ctx, dir, n); err != nil {
+			cancel()
+			return nil, errors.Join(err, read.Close(), db.Close())
+		}
+		d.in = make(chan floorJob, n)
+		d.wg.Add(2)
+		go d.broker.publish(ctx, d.queue, &d.wg)
+		go d.broker.consume(ctx, d.in, &d.wg)
 	}
 	s := &floorStore{db: db, claims: make(chan *floorClaim, 4*floorBatch), done: make(chan struct{}), deliver: d}
 	go s.writeDelivering()
@@ -324,7 +343,7 @@ func (d *floorDeliverer) work(ctx context.Context) {
 	for {
 		var j floorJob
 		select {
-		case j = <-d.queue:
+		case j = <-d.in:
 		case <-ctx.Done():
 			return
 		}
@@ -336,6 +355,10 @@ func (d *floorDeliverer) work(ctx context.Context) {
 		d.outcomes <- o
 		if err := <-o.done; err != nil {
 			logf("floor: %v", err)
+		} else if j.msg != nil {
+			if err := j.msg.Ack(); err != nil {
+				logf("floor: ack %s: %v", j.id, err)
+			}
 		}
 		if status >= 200 && status < 300 {
 			d.delivered.Add(1)
@@ -370,7 +393,13 @@ func (d *floorDeliverer) post(ctx context.Context, j floorJob) int {
 // is not recorded) and the read-back, before the writer stops.
 func (d *floorDeliverer) stop() error {
 	d.cancel()
+	if d.broker != nil {
+		d.broker.msgs.Stop() // ends consume's wait for a message
+	}
 	d.wg.Wait()
+	if d.broker != nil {
+		d.broker.close()
+	}
 	d.client.CloseIdleConnections()
 	if n := d.failed.Load(); n > 0 {
 		logf("floor: %d of %d deliveries failed", n, n+d.delivered.Load())
@@ -382,6 +411,7 @@ func (d *floorDeliverer) stop() error {
 // as on the gateway: the closed loop (intake with delivery running), then
 // the drain until every accepted event was delivered.
 type deliveringFloorRun struct {
+	name                     string // "delivering floor" or "brokered floor"
 	workers                  int
 	intake                   result
 	intakeCPU, drainCPU      cpuSplit
@@ -397,15 +427,18 @@ type deliveringFloorRun struct {
 // -floor -floor-deliver), its own process, on a downstream of its own (so
 // that the gateway's counts are untouched): warm-up, -bare-duration closed
 // loop, then the wait until every accepted event is delivered.
-func runDeliveringFloor(ctx context.Context, o *options, dir, tag, self string) (deliveringFloorRun, error) {
-	const name = "delivering floor"
-	dr := deliveringFloorRun{workers: o.routeConcurrency}
+func runDeliveringFloor(ctx context.Context, o *options, dir, tag, self string, brokered bool) (deliveringFloorRun, error) {
+	name, sub, args := "delivering floor", "floor-deliver", []string(nil)
+	if brokered {
+		name, sub, args = "brokered floor", "floor-broker", []string{"-floor-broker"}
+	}
+	dr := deliveringFloorRun{name: name, workers: o.routeConcurrency}
 	ds, err := startDownstream()
 	if err != nil {
 		return dr, fmt.Errorf("%s: %w", name, err)
 	}
 	defer ds.close()
-	floorDir := filepath.Join(dir, "floor-deliver")
+	floorDir := filepath.Join(dir, sub)
 	if err := os.MkdirAll(floorDir, 0o750); err != nil {
 		return dr, err
 	}
@@ -413,8 +446,8 @@ func runDeliveringFloor(ctx context.Context, o *options, dir, tag, self string) 
 	if err != nil {
 		return dr, err
 	}
-	p, err := startProc(name, filepath.Join(dir, "delivering-floor.log"), self, "-floor-dir", floorDir,
-		"-floor-deliver", ds.url(), "-floor-concurrency", strconv.Itoa(o.routeConcurrency), "-floor", addr)
+	args = append(args, "-floor-dir", floorDir, "-floor-deliver", ds.url(), "-floor-concurrency", strconv.Itoa(o.routeConcurrency), "-floor", addr)
+	p, err := startProc(name, filepath.Join(dir, sub+".log"), append([]string{self}, args...)...)
 	if err != nil {
 		return dr, err
 	}
@@ -460,8 +493,8 @@ func (dr deliveringFloorRun) writeRow(b *strings.Builder, o *options) {
 	if !dr.drained {
 		drained = " (not all delivered within -drain-timeout)"
 	}
-	fmt.Fprintf(b, "| durable floor with delivery (%d workers), same load (%s): intake events/s; end to end events/s over %s%s; server CPU per event at peak; per event delivered, from the loop to the last delivery | %s; %s; %.0f µs; %.0f µs | | |\n",
-		dr.workers, o.bareDuration, dr.deliveryTime.Round(10*time.Millisecond), drained,
+	fmt.Fprintf(b, "| %s (%d workers), same load (%s): intake events/s; end to end events/s over %s%s; server CPU per event at peak; per event delivered, from the loop to the last delivery | %s; %s; %.0f µs; %.0f µs | | |\n",
+		dr.name, dr.workers, o.bareDuration, dr.deliveryTime.Round(10*time.Millisecond), drained,
 		num(dr.intake.rate()), num(dr.endToEnd), dr.intakeCPU.server*1e6/dr.intake.rate(), dr.throughCPU)
 }
 
@@ -479,8 +512,8 @@ func (dr deliveringFloorRun) writeCPURow(b *strings.Builder) {
 		drain = fmt.Sprintf("the drain: %s delivered in %s, server CPU per delivery %.0f µs, %s", num(float64(dr.drainDelivered)),
 			dr.drainTime.Round(10*time.Millisecond), dr.drainCPU.server*1e6*dr.drainTime.Seconds()/float64(dr.drainDelivered), dr.drainCPU)
 	}
-	fmt.Fprintf(b, "| CPU on the delivering floor at peak: server / bench / other / stolen; after it; its downstream: distinct events / requests | %s; %s; %d / %d | | |\n",
-		dr.intakeCPU, drain, dr.delivered, dr.requests)
+	fmt.Fprintf(b, "| CPU on the %s at peak: server / bench / other / stolen; after it; its downstream: distinct events / requests | %s; %s; %d / %d | | |\n",
+		dr.name, dr.intakeCPU, drain, dr.delivered, dr.requests)
 }
 
 // cpuPerDelivered is the server's CPU in µs per event delivered over a

@@ -22,25 +22,29 @@ import (
 // The delivering floor delivers each event it accepted exactly once, with
 // the stored body and the headers, and records each outcome in its store:
 // with room in the queue, and with a queue of one (the events past it are
-// read back from the store); a failed POST is recorded as failed.
+// read back from the store); a failed POST is recorded as failed. The
+// brokered floor likewise, through its JetStream server.
 func TestDeliveringFloor(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		queue, n     int
 		down         bool // the downstream refuses connections
+		brokered     bool
 		wantReadBack bool
 	}{
 		{name: "queue with room", queue: floorQueue, n: 8},
 		{name: "queue of one, read back", queue: 1, n: 2, wantReadBack: true},
 		{name: "downstream down", queue: floorQueue, n: 4, down: true},
+		{name: "brokered", queue: floorQueue, n: 8, brokered: true},
+		{name: "brokered, queue of one, read back", queue: 1, n: 2, brokered: true, wantReadBack: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testDeliveringFloor(t, tc.queue, tc.n, tc.down, tc.wantReadBack)
+			testDeliveringFloor(t, tc.queue, tc.n, tc.down, tc.brokered, tc.wantReadBack)
 		})
 	}
 }
 
-func testDeliveringFloor(t *testing.T, queue, n int, down, wantReadBack bool) {
+func testDeliveringFloor(t *testing.T, queue, n int, down, brokered, wantReadBack bool) {
 	const events, size = 300, 512
 	gate := make(chan struct{}) // the downstream answers once every event is in
 	var gateOnce sync.Once
@@ -74,7 +78,7 @@ func testDeliveringFloor(t *testing.T, queue, n int, down, wantReadBack bool) {
 		url = "http://" + hangUpAddr(t) + "/hook"
 	}
 	dir := t.TempDir()
-	s, err := openDeliveringFloor(dir, url, n, queue)
+	s, err := openDeliveringFloor(dir, url, n, queue, brokered)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,9 @@
 //     the least a durable, deduplicating receiver does; then, with a
 //     route, the delivering floor (-floor -floor-deliver, floordeliver.go):
 //     the floor plus the least durable delivery, measured like 2 and 3 on
-//     a downstream of its own;
+//     a downstream of its own; and the brokered floor (-floor-broker,
+//     floorbroker.go): the delivering floor through JetStream, as the
+//     gateway's architecture has it (unless -no-brokered-floor);
 //  2. the gateway at its peak: every connection sends its next request as
 //     soon as the previous one is answered;
 //  3. the time until every accepted event was delivered to the downstream
@@ -80,7 +82,9 @@ type options struct {
 	bareAddr, serveConfig, natsNode string
 	floorAddr, floorDir             string
 	floorDeliver                    string
+	floorBroker                     bool
 	floorConcurrency                int
+	noBrokeredFloor                 bool
 }
 
 func main() {
@@ -129,6 +133,8 @@ func main() {
 	flag.StringVar(&o.floorDir, "floor-dir", "", "internal: the durable floor's directory")
 	flag.StringVar(&o.floorDeliver, "floor-deliver", "", "internal: with -floor, the delivering floor: deliver each event to this URL")
 	flag.IntVar(&o.floorConcurrency, "floor-concurrency", 64, "internal: with -floor-deliver, the delivery workers")
+	flag.BoolVar(&o.floorBroker, "floor-broker", false, "internal: with -floor-deliver, the brokered floor: through an embedded JetStream server")
+	flag.BoolVar(&o.noBrokeredFloor, "no-brokered-floor", false, "skip the brokered floor (the delivering floor through JetStream, floorbroker.go)")
 	flag.StringVar(&o.serveConfig, "serve-gateway", "", "internal: run the gateway in this process on this config (for profiles)")
 	flag.Parse()
 
@@ -136,7 +142,7 @@ func main() {
 	case o.bareAddr != "":
 		os.Exit(serveBare(o.bareAddr))
 	case o.floorAddr != "":
-		os.Exit(serveFloor(o.floorAddr, o.floorDir, o.floorDeliver, o.floorConcurrency))
+		os.Exit(serveFloor(o.floorAddr, o.floorDir, o.floorDeliver, o.floorConcurrency, o.floorBroker))
 	case o.serveConfig != "":
 		os.Exit(serveGateway(o.serveConfig, o.cpuprofile, o.memprofile, o.pprofAddr))
 	case o.natsNode != "":
@@ -196,6 +202,7 @@ type report struct {
 	bareCPU, peakCPU, halfCPU cpuSplit
 	floorCPU                  cpuSplit
 	dfloor                    deliveringFloorRun // the delivering floor (floordeliver.go)
+	bfloor                    deliveringFloorRun // the brokered floor (floorbroker.go)
 	// The drain after the peak: delivery alone.
 	drainCPU       cpuSplit
 	drainDelivered int64
@@ -338,7 +345,10 @@ func (r *report) runBaselines(ctx context.Context, dir, tag, self string) error 
 	if err != nil || o.noRoute || o.restart {
 		return err
 	}
-	r.dfloor, err = runDeliveringFloor(ctx, o, dir, tag+"d", self)
+	if r.dfloor, err = runDeliveringFloor(ctx, o, dir, tag+"d", self, false); err != nil || o.noBrokeredFloor {
+		return err
+	}
+	r.bfloor, err = runDeliveringFloor(ctx, o, dir, tag+"j", self, true)
 	return err
 }
 
@@ -652,6 +662,24 @@ func waitDelivered(ctx context.Context, ds *downstream, want int64, timeout time
 	return true
 }
 
+// writeFloors writes the delivering and brokered floors' rows and the
+// gateway's ratios to the floors.
+func (r *report) writeFloors(b *strings.Builder) {
+	o := r.o
+	r.dfloor.writeRow(b, o)
+	r.bfloor.writeRow(b, o)
+	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), r.dfloor.intake.rate(), r.dfloor.endToEnd, o.noRoute) {
+		b.WriteString(row)
+	}
+	for _, row := range ratiosTo("brokered floor", r.peak.rate(), r.deliveryRate, r.bfloor.intake.rate(), r.bfloor.endToEnd, o.noRoute) {
+		b.WriteString(row)
+	}
+	if f := r.floor.rate(); f > 0 && r.bfloor.endToEnd > 0 {
+		fmt.Fprintf(b, "| brokered floor / durable floor: intake; end to end (issue 25's targets, 0.60 and 0.50, asked of the architecture's least) | %.2f; %.2f | | |\n",
+			r.bfloor.intake.rate()/f, r.bfloor.endToEnd/f)
+	}
+}
+
 func (r *report) markdown() string {
 	var b strings.Builder
 	o := r.o
@@ -666,10 +694,7 @@ func (r *report) markdown() string {
 			num(r.floor.rate()), ms(r.floor.pct(50)), ms(r.floor.pct(99)), ms(r.floor.pct(100)))
 	}
 	fmt.Fprintf(&b, "| intake at peak (%s closed loop) | %s events/s | | |\n", o.duration, num(r.peak.rate()))
-	r.dfloor.writeRow(&b, o)
-	for _, row := range floorRatios(r.peak.rate(), r.deliveryRate, r.floor.rate(), r.bare.rate(), r.dfloor.intake.rate(), r.dfloor.endToEnd, o.noRoute) {
-		b.WriteString(row)
-	}
+	r.writeFloors(&b)
 	fmt.Fprintf(&b, "| latency at peak p50 / p99 / p99.9 / max | %s / %s / %s / %s | | |\n",
 		ms(r.peak.pct(50)), ms(r.peak.pct(99)), ms(r.peak.pct(99.9)), ms(r.peak.pct(100)))
 	r.writeHalf(&b)
@@ -717,6 +742,7 @@ func (r *report) markdown() string {
 			r.floorCPU, r.floorCPU.server*1e6/r.floor.rate())
 	}
 	r.dfloor.writeCPURow(&b)
+	r.bfloor.writeCPURow(&b)
 	if r.bare.rate() > 0 {
 		fmt.Fprintf(&b, "| CPU on bare Fiber: server / bench / other processes / stolen by the hypervisor | %s | | |\n", r.bareCPU)
 	}
