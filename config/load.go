@@ -387,7 +387,14 @@ func (w *walker) scalar(n *yaml.Node, t reflect.Type, path string) bool {
 	}
 	switch t.Kind() {
 	case reflect.String:
-		return true // yaml.v3 takes any scalar's text as a string
+		// yaml.v3 takes any scalar's text as a string, but decodes a
+		// !!binary one from base64. The value is not quoted: it may be a
+		// secret.
+		if n.ShortTag() == "!!binary" && n.Decode(new(string)) != nil {
+			w.errorf(path, "line %d: the !!binary value is not base64", n.Line)
+			return false
+		}
+		return true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if t != durationType && n.ShortTag() == "!!float" {

@@ -587,6 +587,7 @@ nats:
 log: debug
 api:
   tokens: "single-token-value"
+listen: !!binary "not-base64-secret"
 `
 	err := parseErr(t, src, nil)
 	for _, want := range []string{
@@ -600,10 +601,11 @@ api:
 		`config: nats.sync_always: line 13: cannot use "maybe" as a boolean (true or false)`,
 		`config: log: line 14: expected a mapping, got a single value`,
 		`config: api.tokens: line 16: expected a list, got a single value`,
+		`config: listen: line 17: the !!binary value is not base64`,
 	} {
 		wantError(t, err, want)
 	}
-	if strings.Contains(err.Error(), "single-token-value") {
+	if strings.Contains(err.Error(), "single-token-value") || strings.Contains(err.Error(), "not-base64-secret") {
 		t.Errorf("error echoes a string value: %v", err)
 	}
 }
