@@ -174,11 +174,12 @@ func (a *App) newPauses(context.Context) error {
 	}
 	b := a.broker
 	p, err := cluster.NewPauses(cluster.PausesConfig{
-		Gateway:   a.claims.Gateway(),
-		Bucket:    cluster.Deployment(a.cfg.NATS.Stream).Pauses,
-		Replicas:  a.cfg.NATS.Replicas,
-		JetStream: func() natsjs.JetStream { return b.JetStream() },
-		Connected: func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+		Gateway:      a.claims.Gateway(),
+		Bucket:       cluster.Deployment(a.cfg.NATS.Stream).Pauses,
+		Replicas:     a.cfg.NATS.Replicas,
+		JetStream:    func() natsjs.JetStream { return b.JetStream() },
+		Connected:    func() bool { nc := b.Conn(); return nc != nil && nc.IsConnected() },
+		UntilElected: b.UntilElectedIn,
 	}, a.log.With("component", "cluster"))
 	if err != nil {
 		return err

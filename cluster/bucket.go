@@ -193,6 +193,50 @@ func (f UntilElected) answered(ctx context.Context, stream string, req func(cont
 	return err
 }
 
+// backoff is a loop's wait after a failed try on a stream (a bucket's is
+// KV_<bucket>): twice the one before, from first to most, and ended by
+// the stream's next leader election after the try began (its group
+// answers nothing until then, and its new leader nothing asked before).
+type backoff struct {
+	first, most time.Duration
+	elected     UntilElected
+	stream      string
+
+	wait   time.Duration
+	cut    context.Context // ends at the election, from begin
+	cancel context.CancelFunc
+}
+
+// begin is called before each try: the wait after it ends at the
+// stream's next election from now.
+func (b *backoff) begin(ctx context.Context) {
+	b.end()
+	b.cut, b.cancel = b.elected.cut(ctx, b.stream)
+}
+
+// failed waits after a failed try; false if ctx ended.
+func (b *backoff) failed(ctx context.Context) bool {
+	b.wait = min(max(2*b.wait, b.first), b.most)
+	cut := b.cut
+	if cut == nil {
+		cut = ctx
+	}
+	sleep(cut, b.wait)
+	b.end()
+	return ctx.Err() == nil
+}
+
+// reset makes the next failure wait first again.
+func (b *backoff) reset() { b.wait = 0 }
+
+// end releases the election taken by begin.
+func (b *backoff) end() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.cut, b.cancel = nil, nil
+}
+
 // noLeader says whether err is "no responders": the stream has no leader
 // (just made, or a NATS leader election).
 func noLeader(err error) bool {

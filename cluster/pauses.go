@@ -32,6 +32,9 @@ type PausesConfig struct {
 	// Connected, if set, says whether NATS is connected: Start does not
 	// wait for the bucket while it is not.
 	Connected func() bool
+	// UntilElected, if set, ends the bucket's lookups and the watch's
+	// wait after a failure at the bucket's leader election.
+	UntilElected UntilElected
 	// Wait bounds each request to the bucket, and the watch's first
 	// values. Default 5s.
 	Wait time.Duration
@@ -92,6 +95,7 @@ type Pauses struct {
 	once   sync.Once
 	loop   startstop.Loop
 	warned atomic.Int64 // unix ms of the last warning
+	wait   backoff      // the watch's after a failure
 }
 
 // NewPauses returns the shared pauses; Start runs the watch.
@@ -114,7 +118,8 @@ func NewPauses(cfg PausesConfig, log *slog.Logger) (*Pauses, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pauses{cfg: cfg, log: log, applied: map[string]uint64{}, ready: make(chan struct{})}, nil
+	return &Pauses{cfg: cfg, log: log, applied: map[string]uint64{}, ready: make(chan struct{}),
+		wait: backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: "KV_" + cfg.Bucket}}, nil
 }
 
 // Start runs the watch, applying to to; while NATS is connected it waits
@@ -197,7 +202,7 @@ func (p *Pauses) open(ctx context.Context) (natsjs.KeyValue, error) {
 		History:     1,
 		Replicas:    p.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, nil, p.log)
+	}, 0, p.cfg.UntilElected, p.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster pauses: bucket %s: %w", p.cfg.Bucket, err)
 	}
@@ -234,18 +239,21 @@ func (p *Pauses) apply(route string, rev uint64, paused bool, gateway string) {
 	}
 }
 
-// run watches the bucket until stopped, starting again after any error.
+// run watches the bucket until stopped, starting again after any error:
+// after a wait that ends at the bucket's next leader election at the
+// latest.
 func (p *Pauses) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	defer p.wait.end()
 	var fails failures
 	for ctx.Err() == nil {
+		p.wait.begin(ctx)
 		read, err := p.watch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if read {
 			fails.level(nil, time.Now()) // the bucket answered: a run of failures ends
-			backoff = 100 * time.Millisecond
+			p.wait.reset()
 		}
 		if err == nil {
 			continue
@@ -254,10 +262,9 @@ func (p *Pauses) run(ctx context.Context) {
 		if lvl == slog.LevelDebug || warnEvery(&p.warned, 30*time.Second) {
 			p.log.Log(ctx, lvl, "cluster pauses: cannot watch the bucket; trying again", "bucket", p.cfg.Bucket, "err", err)
 		}
-		if !sleep(ctx, backoff) {
+		if !p.wait.failed(ctx) {
 			return
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -387,9 +394,11 @@ func (p *Pauses) info(ctx context.Context, js natsjs.JetStream) (*natsjs.StreamI
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Wait)
 	defer cancel()
 	var s natsjs.Stream
-	err := whileNoLeader(ctx, func() (err error) {
-		s, err = js.Stream(ctx, "KV_"+p.cfg.Bucket)
-		return err
+	err := whileNoLeader(ctx, func() error {
+		return p.cfg.UntilElected.answered(ctx, "KV_"+p.cfg.Bucket, func(ctx context.Context) (err error) {
+			s, err = js.Stream(ctx, "KV_"+p.cfg.Bucket)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster pauses: bucket %s: %w", p.cfg.Bucket, err)

@@ -100,6 +100,8 @@ type Records struct {
 	missed     prometheus.Counter
 	pubWarned  atomic.Int64 // unix ms of the last warning of the publisher
 	followWarn atomic.Int64 // and of the applier
+	pubWait    backoff      // the publisher's after a failure
+	followWait backoff      // and the applier's
 }
 
 // NewRecords returns the replication of records between the gateways;
@@ -127,6 +129,8 @@ func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records,
 		cfg.Poll = time.Second
 	}
 	r := &Records{cfg: cfg, store: st, log: log, wake: make(chan struct{}, 1),
+		pubWait:    backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: cfg.Stream},
+		followWait: backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: cfg.Stream},
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_published_total",
 			Help: "Records (events and delivery rounds) this gateway published to the records stream."}),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_applied_total",
@@ -266,27 +270,28 @@ func warnEvery(last *atomic.Int64, every time.Duration) bool {
 }
 
 // publishLoop publishes records_out until stopped, deleting each record
-// on its PubAck.
+// on its PubAck; after a failure it waits (pubWait) until the stream's
+// next leader election at the latest.
 func (r *Records) publishLoop(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	defer r.pubWait.end()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for ctx.Err() == nil {
+		r.pubWait.begin(ctx)
 		n, err := r.publishOut(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if warnEvery(&r.pubWarned, 30*time.Second) {
 				r.log.Warn("cluster records: cannot publish round records; they wait in the store", "err", err)
 			}
-			if !sleep(ctx, backoff) {
+			if !r.pubWait.failed(ctx) {
 				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		case n == r.cfg.Batch:
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		r.pubWait.reset()
 		poll.Reset(r.cfg.Poll)
 		select {
 		case <-ctx.Done():
@@ -356,10 +361,12 @@ func (r *Records) publishOut(ctx context.Context) (n int, err error) {
 }
 
 // followLoop applies the records stream until stopped, starting again
-// from the store's position after any error.
+// from the store's position after any error: after a wait (followWait)
+// that ends at the stream's next leader election at the latest.
 func (r *Records) followLoop(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	defer r.followWait.end()
 	for ctx.Err() == nil {
+		r.followWait.begin(ctx)
 		err := r.follow(ctx)
 		if ctx.Err() != nil {
 			return
@@ -367,11 +374,20 @@ func (r *Records) followLoop(ctx context.Context) {
 		if err != nil && warnEvery(&r.followWarn, 30*time.Second) {
 			r.log.Warn("cluster records: cannot read the records stream; trying again", "err", err)
 		}
-		if !sleep(ctx, backoff) {
+		if !r.followWait.failed(ctx) {
 			return
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// stream looks the records stream up, the lookup given up at its leader
+// election and made again (see UntilElected).
+func (r *Records) stream(ctx context.Context, js natsjs.JetStream) (s natsjs.Stream, err error) {
+	err = r.cfg.UntilElected.answered(ctx, r.cfg.Stream, func(ctx context.Context) error {
+		s, err = js.Stream(ctx, r.cfg.Stream)
+		return err
+	})
+	return s, err
 }
 
 // position is where to read the records stream info from, pos applied:
@@ -413,7 +429,7 @@ func (r *Records) follow(ctx context.Context) error {
 	if js == nil {
 		return errors.New("cluster records: not connected to nats")
 	}
-	stream, err := js.Stream(sctx, r.cfg.Stream)
+	stream, err := r.stream(sctx, js)
 	if err != nil {
 		r.forget()
 		return fmt.Errorf("cluster records: stream: %w", err)
@@ -514,7 +530,7 @@ func (r *Records) changed(ctx context.Context, created time.Time) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	stream, err := js.Stream(sctx, r.cfg.Stream)
+	stream, err := r.stream(sctx, js)
 	switch {
 	case errors.Is(err, natsjs.ErrStreamNotFound):
 		r.forget()

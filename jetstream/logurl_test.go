@@ -1,12 +1,10 @@
 package jetstream
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
-
-// logBuf is a bytes.Buffer safe for the logger's goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A nats.url with token auth (nats://TOKEN@host) keeps the token out of
 // the log when the connection comes back, both after a reconnect and
@@ -49,7 +29,7 @@ func TestConnectionLogsHideURLToken(t *testing.T) {
 	// good (a connection anew).
 	proxy := gatewaytest.RunErrProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 	host := strings.TrimPrefix(proxy.URL(), "nats://")
-	var logs logBuf
+	var logs gatewaytest.LogBuffer
 	b, err := Connect(context.Background(), Config{URL: "nats://" + token + "@" + host,
 		Stream: "EVENTS", ConnectTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -87,7 +67,7 @@ func TestConnectionLogsHideURLToken(t *testing.T) {
 
 // nats.go's asynchronous errors (here a slow consumer) go to the log.
 func TestAsyncErrorsLogged(t *testing.T) {
-	var logs logBuf
+	var logs gatewaytest.LogBuffer
 	b, err := Connect(context.Background(), Config{StoreDir: t.TempDir(), Stream: "EVENTS"},
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
