@@ -225,8 +225,12 @@ func (b *Broker) dial() (*link, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", serverOf(nc)) }),
 		// Asynchronous errors (a slow consumer, an ordered consumer
-		// reset) go to the log, not to nats.go's default: stderr.
+		// reset) go to the log, not to nats.go's default: stderr; the
+		// advisories refused to the user are said once (elected.go).
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if b.elections.refused(err, log) {
+				return
+			}
 			if sub != nil {
 				log.Warn("nats async error", "err", err, "subject", sub.Subject)
 				return

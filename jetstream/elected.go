@@ -2,8 +2,11 @@ package jetstream
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 )
@@ -25,8 +28,9 @@ const (
 // election (another deployment's, another application's in a shared
 // account) ends no wait.
 type elections struct {
-	mu   sync.Mutex
-	next map[string]election // by stream, made by its first waiter
+	mu     sync.Mutex
+	next   map[string]election // by stream, made by its first waiter
+	denied atomic.Bool         // the user may not subscribe to the advisories: said once
 }
 
 // election ends at a stream's next election.
@@ -69,8 +73,9 @@ func (e *elections) elected(msg *nats.Msg) {
 }
 
 // watch subscribes nc to the election advisories. A user not allowed them
-// gets a permissions error (logged by the error handler): waiters then
-// wait out their timeouts, as without the advisories.
+// gets a permissions error from the server, at each connect (see
+// refused): waiters then wait out their timeouts, as without the
+// advisories.
 func (e *elections) watch(nc *nats.Conn) error {
 	for _, prefix := range []string{streamElectedPrefix, consumerElectedPrefix} {
 		if _, err := nc.Subscribe(prefix+">", e.elected); err != nil {
@@ -79,6 +84,29 @@ func (e *elections) watch(nc *nats.Conn) error {
 	}
 	return nil
 }
+
+// refused says whether err, an asynchronous error of the connection, is
+// the server's refusal of the subscription to the advisories; the first
+// one is logged with what it costs, the others at debug level.
+func (e *elections) refused(err error, log *slog.Logger) bool {
+	if !errors.Is(err, nats.ErrPermissionViolation) ||
+		!strings.Contains(err.Error(), `"`+streamElectedPrefix) && !strings.Contains(err.Error(), `"`+consumerElectedPrefix) {
+		return false
+	}
+	if e.denied.Swap(true) {
+		log.Debug("nats: the subscription to the leader-election advisories refused again", "err", err)
+		return true
+	}
+	log.Warn("nats: this user may not subscribe to JetStream's leader-election advisories: "+
+		"a wait on a stream, consumer or bucket without a leader (a NATS node lost) lasts its whole timeout or backoff (up to 5 s) instead of ending at the election; "+
+		"allow the user to subscribe to "+advisories,
+		"subjects", streamElectedPrefix+"> "+consumerElectedPrefix+">", "err", err)
+	return true
+}
+
+// advisories is the subject a user's permissions need to allow for the
+// election advisories (README, A secured NATS).
+const advisories = "$JS.EVENT.ADVISORY.>"
 
 // Elected returns a channel closed at the next leader election JetStream
 // announces of the events stream or one of its consumers. Take it before
