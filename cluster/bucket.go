@@ -207,6 +207,11 @@ type backoff struct {
 	cancel context.CancelFunc
 }
 
+// newBackoff is the wait of a loop on stream: from 100ms to 5s.
+func newBackoff(elected UntilElected, stream string) backoff {
+	return backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: elected, stream: stream}
+}
+
 // begin is called before each try: the wait after it ends at the
 // stream's next election from now.
 func (b *backoff) begin(ctx context.Context) {

@@ -119,7 +119,7 @@ func NewPauses(cfg PausesConfig, log *slog.Logger) (*Pauses, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Pauses{cfg: cfg, log: log, applied: map[string]uint64{}, ready: make(chan struct{}),
-		wait: backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: "KV_" + cfg.Bucket}}, nil
+		wait: newBackoff(cfg.UntilElected, "KV_"+cfg.Bucket)}, nil
 }
 
 // Start runs the watch, applying to to; while NATS is connected it waits

@@ -129,8 +129,7 @@ func NewRecords(st RecordsStore, cfg RecordsConfig, log *slog.Logger) (*Records,
 		cfg.Poll = time.Second
 	}
 	r := &Records{cfg: cfg, store: st, log: log, wake: make(chan struct{}, 1),
-		pubWait:    backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: cfg.Stream},
-		followWait: backoff{first: 100 * time.Millisecond, most: 5 * time.Second, elected: cfg.UntilElected, stream: cfg.Stream},
+		pubWait: newBackoff(cfg.UntilElected, cfg.Stream), followWait: newBackoff(cfg.UntilElected, cfg.Stream),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_published_total",
 			Help: "Records (events and delivery rounds) this gateway published to the records stream."}),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookgate_cluster_records_applied_total",
