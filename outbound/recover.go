@@ -2,7 +2,11 @@ package outbound
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookgate/hookgate/store"
 )
@@ -19,6 +23,9 @@ import (
 // again had not finished when it was removed (owedBack).
 func (e *Engine) Owed(ctx context.Context, afterStreamSeq int64) (lost, pending, reset []int64, err error) {
 	if err := e.loadSince(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := e.agreeConsumers(ctx); err != nil {
 		return nil, nil, nil, err
 	}
 	routes := make(map[string]store.RouteTakes, len(e.routes))
@@ -129,4 +136,27 @@ func owes(has, terminal, took bool) bool {
 		return !terminal
 	}
 	return took
+}
+
+// agreeConsumers lowers each route's since to its consumer's creation
+// (agreeSince) before Owed reads it: the puller does only after Start, and
+// the relay's recovery, before it, would not owe a route the events
+// received between another gateway's making of its consumer and this
+// gateway's since. A consumer not there yet (made with the stream) has
+// nothing to say.
+func (e *Engine) agreeConsumers(ctx context.Context) error {
+	if e.broker == nil {
+		return nil
+	}
+	for _, r := range e.routes {
+		cons, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer)
+		if errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("route %s: its consumer: %w", r.cfg.Name, err)
+		}
+		e.agreeSince(ctx, r, cons.CachedInfo().Created)
+	}
+	return nil
 }

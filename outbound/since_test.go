@@ -272,6 +272,41 @@ func TestRouteSinceAgreesWithConsumer(t *testing.T) {
 	}
 }
 
+// Recovery owes a route the events received after its consumer was made,
+// even on the start that records the route's since (later: in a cluster,
+// another gateway made the consumer before this one had the route). Here
+// the store's since is an hour ahead of the consumer, and the stream lost
+// the tail that held evt_lost. (Recovery read the store's since before the
+// puller lowered it, and owed the route nothing.)
+func TestOwedAgreesSinceWithConsumer(t *testing.T) {
+	ds := newDownstream(t, nil)
+	cfg := dirConfig(t, t.TempDir(), "", routeYAML("b", ds.URL, ""))
+	g := restart(t, cfg) // makes route b's consumer
+	g.send(t, "evt_first", "invoice.paid")
+	g.waitState(t, "b", "stripe", "evt_first", store.StateSucceeded)
+	if err := g.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	withStore(t, cfg.Store.Path, func(st *store.Store) {
+		ctx := context.Background()
+		later := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+		if err := st.SetMeta(ctx, "route_since:b", later); err != nil {
+			t.Fatal(err)
+		}
+		ev := &store.Event{Source: "stripe", ID: "evt_lost", Type: "invoice.paid", ContentType: "application/json",
+			Body: []byte(`{"id":"evt_lost"}`), ReceivedAt: time.Now()}
+		if dup, err := st.Claim(ctx, ev); err != nil || dup {
+			t.Fatalf("claim: dup=%v err=%v", dup, err)
+		}
+		// Past the stream's last sequence: a tail the stream lost.
+		if err := st.MarkPublished(ctx, []store.Published{{Seq: ev.Seq, StreamSeq: 1000}}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	g = restart(t, cfg)
+	g.waitState(t, "b", "stripe", "evt_lost", store.StateSucceeded)
+}
+
 // A route removed and configured again is not waited for on the events
 // received while it was gone, which it was never given (its consumer was
 // deleted with it): retention prunes them once the routes of their time
