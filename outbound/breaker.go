@@ -89,7 +89,7 @@ func (b *breaker) allow(now time.Time) (ticket, bool, time.Duration) {
 	manual, cb := b.manual, b.cb
 	b.mu.Unlock()
 	if manual {
-		return ticket{}, false, 5 * time.Second
+		return ticket{}, false, pausedRetry
 	}
 	done, err := cb.Allow()
 	switch {
@@ -119,6 +119,13 @@ func (b *breaker) record(t ticket, h health, now time.Time) {
 	if t.done != nil {
 		t.done(err)
 	}
+}
+
+// paused reports whether an operator paused the route.
+func (b *breaker) paused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.manual
 }
 
 func (b *breaker) state() string {

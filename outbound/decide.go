@@ -68,6 +68,7 @@ const (
 	unrecordedRetry   = 5 * time.Second // its round's outcome could not be recorded
 	roundRunningRetry = time.Second     // a round for its event runs in this process
 	dueSoon           = time.Second     // a scheduled round this close is run now
+	pausedRetry       = 5 * time.Second // its route is paused
 )
 
 // admit decides from a delivery's stored status (err is the read's

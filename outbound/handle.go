@@ -74,6 +74,10 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 	switch {
 	case !ok:
 		return actTerm, held, false
+	case r.breaker.paused():
+		// Held whatever it is: in a cluster another gateway may take
+		// what this one's configuration does not (a rolling change).
+		return nakFor(pausedRetry), held, false
 	case !r.matches(ev.source, ev.typ):
 		return actAck, held, false
 	case ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg):
