@@ -103,3 +103,74 @@ func TestRollingWidenWhilePausedLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// routeLine is a route name of source s to url whose requests carry X-Gw:
+// gw and X-Route: name.
+func routeLine(name, url, gw string) string {
+	return fmt.Sprintf("  - {name: %s, sources: [s], url: %q, headers: {X-Gw: %s, X-Route: %s}, retries: 0, timeout: 30s, schedule: [50ms], breaker_threshold: 0}\n",
+		name, url, gw, name)
+}
+
+// routesGateway runs a gateway in cluster mode (records kept an hour) with
+// data_dir dir, the top-level keys extra and routes.
+func routesGateway(t *testing.T, name string, urls []string, dir, extra, routes string) *app.App {
+	t.Helper()
+	return runGateway(t, name, fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+nats: {url: %q, replicas: 3}
+cluster: {enabled: true, records_ttl: 1h}
+api: {tokens: [%q]}
+sources:
+  - {name: s, verify: none, id_field: id, type_field: type}
+%sroutes:
+%s`, dir, strings.Join(urls, ","), apiToken, extra, routes))
+}
+
+// A gateway that joins a cluster with an empty store takes a route as
+// configured when the cluster's first gateway with it made its consumer:
+// its retention does not wait for the route on the events received
+// before, of which the records gave it a copy and the route never had a
+// delivery. (It took every route as configured from the start, and kept
+// those events for good.)
+func TestJoiningGatewayPrunesWhatRouteAddedLaterNeverHad(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	d := newRouteDownstream(t)
+	dirA := t.TempDir()
+	a := routesGateway(t, "a", urls, dirA, "", routeLine("c", d.URL, "a"))
+	postTyped(t, a, "old", "t")
+	waitDelivered(t, d, "c", []string{"old"})
+	_ = a.Stop(context.Background())
+	both := routeLine("c", d.URL, "a") + routeLine("r", d.URL, "a")
+	a = routesGateway(t, "a", urls, dirA, "", both) // r added: its consumer made now
+	postTyped(t, a, "new", "t")
+	waitDelivered(t, d, "r", []string{"new"})
+	waitDelivered(t, d, "c", []string{"new"})
+
+	dirJ, routesJ := t.TempDir(), routeLine("c", d.URL, "j")+routeLine("r", d.URL, "j")
+	j := routesGateway(t, "j", urls, dirJ, "", routesJ)
+	gatewaytest.WaitFor(t, "j has old and new, delivered, from the records", 60*time.Second, func() (bool, string) {
+		var got []string
+		for _, id := range []string{"old", "new"} {
+			var ev eventView
+			if apiGet(t, j, "/v1/events/s/"+id, &ev) == http.StatusOK {
+				got = append(got, fmt.Sprintf("%s:%d", id, len(ev.Deliveries)))
+			}
+		}
+		return len(got) == 2 && got[0] == "old:1" && got[1] == "new:2", fmt.Sprint(got)
+	})
+	_ = j.Stop(context.Background())
+	j = routesGateway(t, "j", urls, dirJ, "retention: {events: 1s, interval: 100ms}\n", routesJ)
+	postTyped(t, j, "pad", "t") // retention keeps a store's newest event
+	waitDelivered(t, d, "r", []string{"pad"})
+	for _, id := range []string{"old", "new"} {
+		gatewaytest.WaitFor(t, "j pruned "+id, 60*time.Second, func() (bool, string) {
+			var ev eventView
+			code := apiGet(t, j, "/v1/events/s/"+id, &ev)
+			return code == http.StatusNotFound, fmt.Sprint(code)
+		})
+	}
+	if n := d.delivered("r", []string{"old"}); n != 0 {
+		t.Errorf("route r, added after old, was given it")
+	}
+}

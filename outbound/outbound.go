@@ -66,6 +66,7 @@ type recoverStore interface {
 	Meta(ctx context.Context, key string) (string, error)
 	MetaKeys(ctx context.Context, prefix string) ([]string, error)
 	SetMeta(ctx context.Context, key, value string) error
+	HasOwnEvents(ctx context.Context) (bool, error)
 }
 
 // Config tunes the engine; zero values take the stated defaults.

@@ -25,7 +25,10 @@ import (
 // store's meta key route_since:<name> holds when the route was first
 // configured (unix ms), lowered to its consumer's creation (agreeSince:
 // in a cluster, the first gateway's). On the first start that records
-// it, every configured route is taken as configured from the start.
+// it, a store with events of its own (an earlier build's) takes every
+// configured route as configured from the start; a new one, joining a
+// cluster with the records' copies of others' events, from now, lowered
+// so to the consumer's.
 //
 // Likewise a route whose sources or events change is given only the
 // events received after the change: route_takes:<name> holds what the
@@ -126,6 +129,12 @@ func (e *Engine) loadSince(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", routesSinceKept, err)
 	}
+	fromStart := false
+	if kept == "" {
+		if fromStart, err = e.store.HasOwnEvents(ctx); err != nil {
+			return err
+		}
+	}
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	for _, r := range e.routes {
 		v, err := e.store.Meta(ctx, routeSincePrefix+r.cfg.Name)
@@ -134,7 +143,7 @@ func (e *Engine) loadSince(ctx context.Context) error {
 		}
 		if v == "" {
 			v = now
-			if kept == "" {
+			if fromStart {
 				v = "0"
 			}
 			if err := e.store.SetMeta(ctx, routeSincePrefix+r.cfg.Name, v); err != nil {

@@ -279,6 +279,19 @@ func (s *Store) getEvent(ctx context.Context, where string, args ...any) (*Event
 // ErrNotFound is returned by lookups that found nothing.
 var ErrNotFound = errors.New("not found")
 
+// HasOwnEvents reports whether the store holds an event of its own intake:
+// published from here or still in the outbox (not another gateway's copy
+// from the records).
+func (s *Store) HasOwnEvents(ctx context.Context) (bool, error) {
+	var own bool
+	err := s.r.QueryRowContext(ctx, `
+		SELECT EXISTS (SELECT 1 FROM published) OR EXISTS (SELECT 1 FROM outbox)`).Scan(&own)
+	if err != nil {
+		return false, fmt.Errorf("%w: own events: %w", ErrUnavailable, err)
+	}
+	return own, nil
+}
+
 // Counts reports how many events are stored and how many are still in the
 // outbox.
 func (s *Store) Counts(ctx context.Context) (total, unpublished int64, err error) {
