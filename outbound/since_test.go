@@ -54,7 +54,7 @@ func TestRetentionAfterRouteAdded(t *testing.T) {
 // received before it that it has no delivery of: they are not published
 // again for it, and its downstream never sees them. An event it does have
 // an open delivery of (it was still in the stream when the route came) is
-// still owed, even once the other routes finished it.
+// still owed, even once the other routes finished it, and delivered once.
 func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 	var aUp, bUp atomic.Bool
 	failUntil := func(up *atomic.Bool) func(w http.ResponseWriter, r *http.Request, n int) int {
@@ -115,6 +115,10 @@ func TestStreamWipedSparesRouteAddedLater(t *testing.T) {
 		if n := len(b.succeeded()["/ "+id]); n != 0 {
 			t.Errorf("b's downstream got %s %d times, want 0", id, n)
 		}
+	}
+	// What the stream still held when b came is b's, once.
+	if n := len(b.succeeded()["/ evt_held"]); n != 1 {
+		t.Errorf("b's downstream got evt_held %d times, want once", n)
 	}
 }
 
