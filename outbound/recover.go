@@ -148,8 +148,12 @@ func (e *Engine) agreeConsumers(ctx context.Context) error {
 	if e.broker == nil {
 		return nil
 	}
+	js := e.broker.JetStream()
+	if js == nil {
+		return nil // not started: recovery's stream lookup fails first
+	}
 	for _, r := range e.routes {
-		cons, err := e.broker.JetStream().Consumer(ctx, e.broker.Stream(), r.consumer)
+		cons, err := js.Consumer(ctx, e.broker.Stream(), r.consumer)
 		if errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrStreamNotFound) {
 			continue
 		}
