@@ -164,3 +164,44 @@ func Answered[T any](ctx context.Context, cut func(context.Context) (context.Con
 		}
 	}
 }
+
+// Made makes the creation create, which elects its group's first leader:
+// it is never cut short at an election, and its answer is awaited while
+// ctx lasts. nats-server answers only one of equal creations in flight at
+// once (gateways started together on a new NATS cluster), so at each
+// election of the group (cut's context ending) before create answers,
+// what was made is looked up (find, under Answered): found, it is the
+// creation's answer, as the server's answer to an equal creation is;
+// not found yet, the wait goes on.
+func Made[T any](ctx context.Context, cut func(context.Context) (context.Context, context.CancelFunc), create, find func(context.Context) (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	cctx, cancelCreate := context.WithCancel(ctx)
+	defer cancelCreate()
+	elected, cancel := cut(ctx) // taken before the request: no election missed
+	created := make(chan answer, 1)
+	go func() {
+		v, err := create(cctx)
+		created <- answer{v, err}
+	}()
+	for {
+		select {
+		case a := <-created:
+			cancel()
+			return a.v, a.err
+		case <-elected.Done():
+		}
+		cancel()
+		if ctx.Err() != nil {
+			a := <-created
+			return a.v, a.err
+		}
+		elected, cancel = cut(ctx)
+		if v, err := Answered(ctx, cut, find); err == nil {
+			cancel()
+			return v, nil
+		}
+	}
+}
