@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,6 +74,60 @@ routes:
 		}
 		if n, first := logLines(log, "WARN", "no responders"); n > 0 {
 			t.Errorf("gateway %d: %d WARN lines about no responders, want 0; the first:\n%s", i, n, first)
+		}
+	}
+}
+
+// Three gateways of a new deployment started at once on a new 3-node NATS
+// cluster: each makes or finds the events stream, its consumers, the
+// buckets and the records stream while the others' equal creations are
+// in flight, and none warns of anything or waits out a timeout: each is
+// ready, and takes an event delivered by the routes.
+func TestClusterFirstStartTogether(t *testing.T) {
+	nc := gatewaytest.RunNATSCluster(t, 3)
+	_, downstream := newKeyCounter(t)
+	var logs [3]gatewaytest.SyncBuffer
+	gws := make([]*App, len(logs))
+	errs := make([]error, len(logs))
+	var wg sync.WaitGroup
+	for i := range logs {
+		gws[i] = New(testConfig(t, fmt.Sprintf(`
+nats: {url: %q, replicas: 3, connect_timeout: 30s}
+cluster: {enabled: true}
+routes:
+  - {name: billing, sources: [stripe], url: %q}
+  - {name: audit, sources: [stripe], url: %q}
+`, nc.URL, downstream.URL, downstream.URL)), slog.New(slog.NewTextHandler(&logs[i], &slog.HandlerOptions{Level: slog.LevelDebug})))
+		t.Cleanup(func() { gws[i].Stop(context.Background()) })
+		wg.Go(func() { errs[i] = gws[i].Start(context.Background()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("gateway %d: Start: %v", i, err)
+		}
+	}
+	for i, a := range gws {
+		gatewaytest.WaitFor(t, fmt.Sprintf("gateway %d: /readyz/delivery ok", i), 60*time.Second, func() (bool, string) {
+			code, ans := delivery(t, a)
+			return code == 200, fmt.Sprintf("%d %+v", code, ans)
+		})
+		if code, body := postStripe(t, a, fmt.Sprintf("evt_together_%d", i)); code != 200 {
+			t.Fatalf("gateway %d: %d %s", i, code, body)
+		}
+	}
+	waitDrained(t, gws)
+	// A request that waited out its timeout may be logged below WARN (the
+	// first failure of a run of them): the log is read at DEBUG.
+	for i := range logs {
+		var bad []string
+		for _, l := range strings.Split(logs[i].String(), "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "deadline exceeded") {
+				bad = append(bad, l)
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("gateway %d warned or waited out a timeout:\n%s", i, strings.Join(bad, "\n"))
 		}
 	}
 }

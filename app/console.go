@@ -69,11 +69,12 @@ func (a *App) statsBucket(ctx context.Context) (console.Shared, error) {
 	}
 	b := a.broker
 	return cluster.NewStatsBucket(cluster.StatsConfig{
-		Gateway:   gateway,
-		Bucket:    cluster.Deployment(a.cfg.NATS.Stream).Stats,
-		Replicas:  a.cfg.NATS.Replicas,
-		Own:       a.claims == nil,
-		JetStream: func() natsjs.JetStream { return b.JetStream() },
+		Gateway:      gateway,
+		Bucket:       cluster.Deployment(a.cfg.NATS.Stream).Stats,
+		Replicas:     a.cfg.NATS.Replicas,
+		Own:          a.claims == nil,
+		JetStream:    func() natsjs.JetStream { return b.JetStream() },
+		UntilElected: b.UntilElectedIn,
 	}, a.log.With("component", "console"))
 }
 

@@ -70,7 +70,8 @@ func changes(have natsjs.StreamConfig, cfg natsjs.KeyValueConfig) []Change {
 func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueConfig, first uint64, elected UntilElected, log *slog.Logger) (natsjs.KeyValue, error) {
 	var kv natsjs.KeyValue
 	// Lookups are given up at the bucket's leader election (UntilElected);
-	// its creation is not, which elects its first leader.
+	// its creation is not, which elects its first leader, but at an
+	// election before it answers the bucket is looked up (jetstream.Made).
 	lookup := func() error {
 		return elected.answered(ctx, "KV_"+cfg.Bucket, func(lctx context.Context) (err error) {
 			kv, err = js.KeyValue(lctx, cfg.Bucket)
@@ -79,7 +80,12 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	}
 	err := whileNoLeader(ctx, lookup)
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
-		kv, err = createBucket(ctx, js, cfg, first)
+		kv, err = made(ctx, elected, "KV_"+cfg.Bucket, func(cctx context.Context) (natsjs.KeyValue, error) {
+			return createBucket(cctx, js, cfg, first)
+		}, func(context.Context) (natsjs.KeyValue, error) {
+			err := whileNoLeader(ctx, lookup)
+			return kv, err
+		})
 		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			// Another gateway made it meanwhile; until its creation
 			// lands, the bucket is not found.
@@ -240,6 +246,14 @@ func (b *backoff) end() {
 		b.cancel()
 	}
 	b.cut, b.cancel = nil, nil
+}
+
+// made makes the creation create of stream under jetstream.Made: at each
+// election of stream before create answers, what was made is looked up
+// (find).
+func made[T any](ctx context.Context, f UntilElected, stream string, create, find func(context.Context) (T, error)) (T, error) {
+	cut := func(ctx context.Context) (context.Context, context.CancelFunc) { return f.cut(ctx, stream) }
+	return jetstream.Made(ctx, cut, create, find)
 }
 
 // noLeader says whether err is "no responders": the stream has no leader

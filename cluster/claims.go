@@ -53,7 +53,7 @@ type Config struct {
 	// JetStream returns the connection's JetStream handle.
 	JetStream func() natsjs.JetStream
 	// UntilElected, if set, cuts the bucket's lookup short at its leader
-	// election.
+	// election, where a creation not answered yet looks up what was made.
 	UntilElected UntilElected
 	// Connected, if set, says whether NATS is connected: claims at intake
 	// are not tried while it is not (intake answers from the local store

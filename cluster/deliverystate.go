@@ -43,7 +43,7 @@ type DeliveryStateConfig struct {
 	// Default 5s.
 	Wait time.Duration
 	// UntilElected, if set, cuts the bucket's lookup short at its leader
-	// election.
+	// election, where a creation not answered yet looks up what was made.
 	UntilElected UntilElected
 	// Replica, if set, records each round in the local store with its
 	// record for the other gateways (store.RecordClusterRound, see

@@ -33,7 +33,8 @@ type PausesConfig struct {
 	// wait for the bucket while it is not.
 	Connected func() bool
 	// UntilElected, if set, ends the bucket's lookups and the watch's
-	// wait after a failure at the bucket's leader election.
+	// wait after a failure at the bucket's leader election, where a
+	// creation not answered yet looks up what was made.
 	UntilElected UntilElected
 	// Wait bounds each request to the bucket, and the watch's first
 	// values. Default 5s.

@@ -40,7 +40,7 @@ type RecordsConfig struct {
 	// not connected).
 	JetStream func() natsjs.JetStream
 	// UntilElected, if set, cuts the stream's lookup short at its leader
-	// election.
+	// election, where a creation not answered yet looks up what was made.
 	UntilElected UntilElected
 	// Batch is the most records published or applied at once. Default 256.
 	Batch int
@@ -169,14 +169,20 @@ func (r *Records) Ensure(ctx context.Context) error {
 		Duplicates:  min(recordsDuplicates, r.cfg.TTL), // JetStream refuses a window past MaxAge
 	}
 	// The update of a stream without a leader is given up at its election
-	// and made again; a creation is not, which elects its first leader.
+	// and made again; a creation is not, which elects its first leader,
+	// but at an election before it answers the stream is updated
+	// (jetstream.Made).
 	update := func(uctx context.Context) error {
 		_, err := js.UpdateStream(uctx, cfg)
 		return err
 	}
 	err := r.cfg.UntilElected.answered(ctx, r.cfg.Stream, update)
 	if errors.Is(err, natsjs.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, cfg)
+		_, err = made(ctx, r.cfg.UntilElected, r.cfg.Stream, func(cctx context.Context) (natsjs.Stream, error) {
+			return js.CreateStream(cctx, cfg)
+		}, func(uctx context.Context) (natsjs.Stream, error) {
+			return js.UpdateStream(uctx, cfg)
+		})
 		switch {
 		case err == nil:
 			r.log.Info("cluster records: stream created", "stream", r.cfg.Stream, "ttl", r.cfg.TTL, "replicas", r.cfg.Replicas)

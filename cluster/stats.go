@@ -36,6 +36,9 @@ type StatsConfig struct {
 	JetStream func() natsjs.JetStream
 	// Wait bounds each request to the bucket. Default 5s.
 	Wait time.Duration
+	// UntilElected, if set, cuts the bucket's lookup short at its leader
+	// election, where a creation not answered yet looks up what was made.
+	UntilElected UntilElected
 	// ReadBytes bounds the values one Read returns (past it, the batch
 	// being read); the rest comes at the next Read. Default 8 MiB.
 	ReadBytes int
@@ -361,7 +364,7 @@ func (b *StatsBucket) open(ctx context.Context) (natsjs.KeyValue, error) {
 		TTL:         b.cfg.TTL,
 		Replicas:    b.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, nil, b.log)
+	}, 0, b.cfg.UntilElected, b.log)
 	if kv == nil {
 		return nil, fmt.Errorf("cluster stats: bucket %s: %w", b.cfg.Bucket, err)
 	}

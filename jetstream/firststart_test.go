@@ -25,10 +25,10 @@ func TestFirstStartOfSeveralGateways(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const gateways, routes = 3, 3
-	logs := make([]*logBuf, gateways)
+	logs := make([]*gatewaytest.LogBuffer, gateways)
 	brokers := make([]*Broker, gateways)
 	for i := range brokers {
-		logs[i] = &logBuf{}
+		logs[i] = &gatewaytest.LogBuffer{}
 		log := slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
 		brokers[i] = New(Config{URL: nc.URL, Stream: "EVENTS", Replicas: 3, ConnectTimeout: 30 * time.Second}, log)
 		defer brokers[i].Close()
