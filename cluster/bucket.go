@@ -82,9 +82,8 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	if errors.Is(err, natsjs.ErrBucketNotFound) {
 		kv, err = made(ctx, elected, "KV_"+cfg.Bucket, func(cctx context.Context) (natsjs.KeyValue, error) {
 			return createBucket(cctx, js, cfg, first)
-		}, func(context.Context) (natsjs.KeyValue, error) {
-			err := whileNoLeader(ctx, lookup)
-			return kv, err
+		}, func(fctx context.Context) (natsjs.KeyValue, error) {
+			return findMade(fctx, js, cfg.Bucket)
 		})
 		if errors.Is(err, natsjs.ErrBucketExists) || errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
 			// Another gateway made it meanwhile; until its creation
@@ -97,7 +96,7 @@ func ensureBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 			}
 		} else if err == nil {
 			log.Info("cluster bucket created", "bucket", cfg.Bucket, "ttl", cfg.TTL, "replicas", max(cfg.Replicas, 1))
-			return kv, nil
+			return findMade(ctx, js, cfg.Bucket)
 		}
 	}
 	if err != nil {
@@ -250,8 +249,11 @@ func (b *backoff) end() {
 
 // made makes the creation create of stream under jetstream.Made: at each
 // election of stream before create answers, what was made is looked up
-// (find).
+// (find). A nil f watches no elections.
 func made[T any](ctx context.Context, f UntilElected, stream string, create, find func(context.Context) (T, error)) (T, error) {
+	if f == nil {
+		return create(ctx)
+	}
 	cut := func(ctx context.Context) (context.Context, context.CancelFunc) { return f.cut(ctx, stream) }
 	return jetstream.Made(ctx, cut, create, find)
 }
@@ -334,7 +336,19 @@ func createBucket(ctx context.Context, js natsjs.JetStream, cfg natsjs.KeyValueC
 	if _, err := js.CreateStream(ctx, scfg); err != nil {
 		return nil, err
 	}
-	return js.KeyValue(ctx, cfg.Bucket)
+	return findMade(ctx, js, cfg.Bucket)
+}
+
+// findMade looks up a bucket made or being made, until it is found: it is
+// not found while its stream has no leader if a member that made it
+// answered an equal creation.
+func findMade(ctx context.Context, js natsjs.JetStream, bucket string) (natsjs.KeyValue, error) {
+	for {
+		kv, err := js.KeyValue(ctx, bucket)
+		if !noLeader(err) && !errors.Is(err, natsjs.ErrBucketNotFound) || !sleep(ctx, 100*time.Millisecond) {
+			return kv, err
+		}
+	}
 }
 
 // kvStream is the stream nats.go's CreateKeyValue makes for cfg (without

@@ -484,7 +484,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	// An update (of a stream that may have no leader) is given up at the
 	// stream's leader election and made again; a creation is not, which
 	// elects its first, but what it made is updated at an election before
-	// it answers (Made).
+	// it answers (untilMade).
 	update := func(uctx context.Context) (natsjs.Stream, error) { return b.js().UpdateStream(uctx, sc) }
 	s, err := untilAnswered(ctx, b, func(uctx context.Context) (natsjs.Stream, error) {
 		if err := b.dropUnscoped(uctx); err != nil {
@@ -493,7 +493,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 		return update(uctx)
 	})
 	if errors.Is(err, natsjs.ErrStreamNotFound) {
-		s, err = Made(ctx, b.UntilElected, func(cctx context.Context) (natsjs.Stream, error) {
+		s, err = untilMade(ctx, b, func(cctx context.Context) (natsjs.Stream, error) {
 			return b.js().CreateStream(cctx, sc)
 		}, update)
 		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {

@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -150,6 +152,15 @@ func untilAnswered[T any](ctx context.Context, b *Broker, f func(context.Context
 	return Answered(ctx, b.UntilElected, f)
 }
 
+// untilMade makes the creation create under Made, at the elections of the
+// events stream and its consumers; the embedded server elects nothing.
+func untilMade[T any](ctx context.Context, b *Broker, create, find func(context.Context) (T, error)) (T, error) {
+	if b.srv != nil {
+		return create(ctx)
+	}
+	return Made(ctx, b.UntilElected, create, find)
+}
+
 // Answered makes the request f under a context from cut (UntilElected,
 // UntilElectedIn), and again at once each time cut's context ends before
 // f answers while ctx lasts.
@@ -170,38 +181,77 @@ func Answered[T any](ctx context.Context, cut func(context.Context) (context.Con
 // ctx lasts. nats-server answers only one of equal creations in flight at
 // once (gateways started together on a new NATS cluster), so at each
 // election of the group (cut's context ending) before create answers,
-// what was made is looked up (find, under Answered): found, it is the
-// creation's answer, as the server's answer to an equal creation is;
-// not found yet, the wait goes on.
+// what was made is also looked up (find, under Answered): found, it is
+// the creation's answer, as the server's answer to an equal creation is;
+// not found yet, the wait goes on. A creation answered at its own
+// election is answered before the lookup, and taken. One answered
+// without a leader (a member that made it answering an equal creation
+// before the group's election, when a lookup can still find nothing) is
+// taken once what it made is found.
 func Made[T any](ctx context.Context, cut func(context.Context) (context.Context, context.CancelFunc), create, find func(context.Context) (T, error)) (T, error) {
 	type answer struct {
 		v   T
 		err error
 	}
-	cctx, cancelCreate := context.WithCancel(ctx)
-	defer cancelCreate()
+	ctx, end := context.WithCancel(ctx) // ends the requests left unanswered
+	defer end()
+	created, found := make(chan answer, 1), make(chan answer, 1)
 	elected, cancel := cut(ctx) // taken before the request: no election missed
-	created := make(chan answer, 1)
+	defer func() { cancel() }()
 	go func() {
-		v, err := create(cctx)
+		v, err := create(ctx)
 		created <- answer{v, err}
 	}()
+	var early *answer // create's answer without a leader
+	finding := false
+	look := func() {
+		if !finding {
+			finding = true
+			go func() {
+				v, err := Answered(ctx, cut, find)
+				found <- answer{v, err}
+			}()
+		}
+	}
 	for {
 		select {
 		case a := <-created:
-			cancel()
-			return a.v, a.err
+			if a.err != nil || !leaderless(a.v) || elected.Err() != nil {
+				return a.v, a.err
+			}
+			early = &a
+			look()
+			continue
+		case a := <-found:
+			finding = false
+			if a.err == nil {
+				return a.v, nil
+			}
+			continue
 		case <-elected.Done():
 		}
 		cancel()
 		if ctx.Err() != nil {
+			if early != nil {
+				return early.v, early.err
+			}
 			a := <-created
 			return a.v, a.err
 		}
 		elected, cancel = cut(ctx)
-		if v, err := Answered(ctx, cut, find); err == nil {
-			cancel()
-			return v, nil
-		}
+		look()
 	}
+}
+
+// leaderless says whether v, a stream or consumer as a request answered
+// it, was in a group without a leader.
+func leaderless(v any) bool {
+	var ci *natsjs.ClusterInfo
+	switch v := v.(type) {
+	case natsjs.Stream:
+		ci = v.CachedInfo().Cluster
+	case natsjs.Consumer:
+		ci = v.CachedInfo().Cluster
+	}
+	return ci != nil && ci.Leader == ""
 }

@@ -138,13 +138,13 @@ func (b *Broker) retire(ctx context.Context, stream natsjs.Stream, name string) 
 // updates it to cc.
 func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
 	// As EnsureStream: an update is given up at a leader election of the
-	// stream or its consumers and made again, a creation is not (Made).
+	// stream or its consumers and made again, a creation is not (untilMade).
 	update := func(uctx context.Context) (natsjs.Consumer, error) {
 		return b.js().UpdateConsumer(uctx, b.cfg.Stream, cc)
 	}
 	cons, err := untilAnswered(ctx, b, update)
 	if errors.Is(err, natsjs.ErrConsumerDoesNotExist) || errors.Is(err, natsjs.ErrConsumerNotFound) {
-		cons, err = Made(ctx, b.UntilElected, func(cctx context.Context) (natsjs.Consumer, error) {
+		cons, err = untilMade(ctx, b, func(cctx context.Context) (natsjs.Consumer, error) {
 			return b.js().CreateConsumer(cctx, b.cfg.Stream, cc)
 		}, update)
 		if errors.Is(err, natsjs.ErrConsumerExists) {
