@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hookgate/hookgate/outbound"
 	"github.com/hookgate/hookgate/store"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // The compare-and-set decisions: when a round may be claimed, and what a

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/gatewaytest"
 	"github.com/mattn/go-sqlite3"
+
+	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
 // Rounds add up: attempts are numbered on across rounds, a succeeded
