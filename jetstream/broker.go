@@ -103,6 +103,12 @@ type Broker struct {
 	consumersMu sync.Mutex
 	consumers   ConsumerSet // declared by the deliveries (Declare)
 
+	// topoMu keeps the stream's updates and its consumers' creations
+	// apart (taken after streamMu): nats-server reads the stream's
+	// configuration unlocked while it makes a consumer, a data race with
+	// an update in the same process.
+	topoMu sync.Mutex
+
 	elections elections // JetStream's leader elections (elected.go)
 
 	lifeMu  sync.Mutex
@@ -481,6 +487,8 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	if b.cfg.Retention == "limits" {
 		sc.Retention = natsjs.LimitsPolicy
 	}
+	b.topoMu.Lock()
+	defer b.topoMu.Unlock()
 	// An update (of a stream that may have no leader) is given up at the
 	// stream's leader election and made again; a creation is not, which
 	// elects its first, but what it made is updated at an election before

@@ -137,6 +137,8 @@ func (b *Broker) retire(ctx context.Context, stream natsjs.Stream, name string) 
 // EnsureConsumer creates the durable consumer cc on the events stream, or
 // updates it to cc.
 func (b *Broker) EnsureConsumer(ctx context.Context, cc natsjs.ConsumerConfig) (natsjs.Consumer, error) {
+	b.topoMu.Lock()
+	defer b.topoMu.Unlock()
 	// As EnsureStream: an update is given up at a leader election of the
 	// stream or its consumers and made again, a creation is not (untilMade).
 	update := func(uctx context.Context) (natsjs.Consumer, error) {

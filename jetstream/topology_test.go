@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +195,42 @@ func TestEnsureTopologyRetiresOnSharedStream(t *testing.T) {
 		got := consumerNames(t, older)
 		return slices.Equal(got, []string{"route_a"}), fmt.Sprint(got)
 	})
+}
+
+// The stream's updates and its consumers' creations, asked for at once
+// (the relay's EnsureTopology and a route's pull loop at start), do not
+// meet in nats-server, which reads the stream's configuration unlocked
+// while it makes a consumer (under -race: a data race in the server).
+func TestStreamUpdateApartFromConsumerCreation(t *testing.T) {
+	ctx := context.Background()
+	b, err := Connect(ctx, Config{StoreDir: t.TempDir()}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.EnsureStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range n {
+			b.ForgetStream()
+			errs <- b.EnsureStream(ctx)
+		}
+	})
+	wg.Go(func() {
+		for i := range n {
+			_, err := b.EnsureConsumer(ctx, natsjs.ConsumerConfig{Durable: fmt.Sprintf("c%d", i), AckPolicy: natsjs.AckExplicitPolicy})
+			errs <- err
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
