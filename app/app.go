@@ -63,6 +63,7 @@ type App struct {
 
 	records *cluster.Records // cluster mode only: every gateway's records into this store
 	pauses  *cluster.Pauses  // cluster mode only: operators' pauses on every gateway
+	takes   *cluster.Takes   // cluster mode only: what every gateway's routes take
 
 	egressOptions []egress.Option // for tests: a resolver
 	inbound       *inbound.Handler
@@ -138,10 +139,12 @@ func (a *App) Start(ctx context.Context) error {
 		{"ready cluster claims", a.startClaims},
 		{"start cluster records", a.startRecords},
 		{"ready cluster pauses", a.newPauses},
+		{"ready cluster takes", a.newTakes},
 		{"start alerts", a.startAlerts},
 		{"build deliveries", a.buildEngine},
 		{"ready cluster delivery state", a.ensureDeliveries},
 		{"start cluster pauses", a.startPauses},
+		{"start cluster takes", a.startTakes},
 		{"start outbox relay", a.startRelay},
 		{"start deliveries", a.startEngine},
 		{"start retention", a.startRetention},
@@ -222,6 +225,7 @@ func (a *App) buildEngine(ctx context.Context) error {
 		State:         a.deliveryState(),
 		Alerts:        a.outboundAlerts(),
 		Pauses:        a.clusterPauses(),
+		Takes:         a.clusterTakes(),
 	}, a.log.With("component", "outbound"))
 	if err != nil {
 		return err

@@ -210,3 +210,48 @@ func (a *App) startPauses(ctx context.Context) error {
 	a.started("cluster pauses", a.pauses)
 	return nil
 }
+
+// newTakes makes the records of what each gateway's routes take (cluster
+// mode only); startTakes starts their watch before deliveries start.
+func (a *App) newTakes(context.Context) error {
+	if a.claims == nil {
+		return nil
+	}
+	b := a.broker
+	t, err := cluster.NewTakes(cluster.TakesConfig{
+		Gateway:      a.claims.Gateway(),
+		Bucket:       cluster.Deployment(a.cfg.NATS.Stream).Takes,
+		Replicas:     a.cfg.NATS.Replicas,
+		JetStream:    func() natsjs.JetStream { return b.JetStream() },
+		UntilElected: b.UntilElectedIn,
+		TTL:          a.cfg.Cluster.TakesTTL,
+	}, a.log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	a.takes = t
+	return nil
+}
+
+// clusterTakes is where the routes' takes are shared: in cluster mode the
+// bucket every gateway watches; else nil (a message no route here takes
+// is acked).
+func (a *App) clusterTakes() outbound.RouteTakes {
+	if a.takes == nil {
+		return nil
+	}
+	return a.takes
+}
+
+// startTakes watches what the other gateways' routes take (cluster mode
+// only); stopped after the deliveries, it deletes this gateway's records.
+func (a *App) startTakes(ctx context.Context) error {
+	if a.takes == nil {
+		return nil
+	}
+	if err := a.takes.Start(ctx); err != nil {
+		return err
+	}
+	a.started("cluster takes", a.takes)
+	return nil
+}

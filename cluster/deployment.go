@@ -9,6 +9,7 @@ type Names struct {
 	Deliveries string // KV bucket of the delivery state (DeliveryStateConfig.Bucket)
 	Pauses     string // KV bucket of the pauses (PausesConfig.Bucket)
 	Stats      string // KV bucket of the console's samples (StatsConfig.Bucket)
+	Takes      string // KV bucket of what each gateway's routes take (TakesConfig.Bucket)
 	Records    string // the records stream (RecordsConfig.Stream)
 	// RecordsSubject is the first tokens of the records stream's subjects
 	// (RecordsConfig.Subject).
@@ -27,6 +28,7 @@ func Deployment(stream string) Names {
 		Deliveries:     jetstream.Scoped(DefaultBucket, stream),
 		Pauses:         jetstream.Scoped(DefaultPausesBucket, stream),
 		Stats:          jetstream.Scoped(DefaultStatsBucket, stream),
+		Takes:          jetstream.Scoped(DefaultTakesBucket, stream),
 		Records:        jetstream.Scoped(DefaultRecordsStream, stream),
 		RecordsSubject: recordsPrefix + "." + jetstream.Scoped(recordsToken, stream),
 	}

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hookgate/hookgate/app"
+	"github.com/hookgate/hookgate/cluster"
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
@@ -172,5 +175,133 @@ func TestJoiningGatewayPrunesWhatRouteAddedLaterNeverHad(t *testing.T) {
 	}
 	if n := d.delivered("r", []string{"old"}); n != 0 {
 		t.Errorf("route r, added after old, was given it")
+	}
+}
+
+// A route's events widened by a rolling change, unpaused, lose nothing:
+// while one gateway has the change and the other not, the one on the old
+// configuration holds (naks) the events of the new kind it pulls, since
+// the other's route takes them (HOOKGATE_TAKES), and every one is
+// delivered once; retention then prunes them on both gateways. (The old
+// configuration acked them without a delivery: about half were lost, and
+// the new one's retention kept them for good.)
+func TestRollingWidenUnpausedLosesNothing(t *testing.T) {
+	rollingChange(t, `["t"]`, `["t", "u"]`)
+}
+
+// Likewise narrowed: the gateway with the change holds the events of the
+// kind dropped while the other one's route still takes them, and that
+// one delivers each once.
+func TestRollingNarrowUnpausedLosesNothing(t *testing.T) {
+	rollingChange(t, `["t", "u"]`, `["t"]`)
+}
+
+// rollingChange changes route r's events from before to after on a, then
+// on b, and checks that the events of type u sent meanwhile are each
+// delivered once and pruned by both gateways' retention.
+func rollingChange(t *testing.T, before, after string) {
+	t.Helper()
+	urls := runNATSCluster(t, 3)
+	d := newRouteDownstream(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	const prune = "retention: {events: 1s, interval: 100ms}\n"
+	a := takesGateway(t, "a", urls, d.URL, dirA, before, prune)
+	b := takesGateway(t, "b", urls, d.URL, dirB, before, prune)
+	postTyped(t, b, "first", "t")
+	waitDelivered(t, d, "r", []string{"first"})
+	_ = a.Stop(context.Background())
+	a = takesGateway(t, "a", urls, d.URL, dirA, after, prune)
+	ids := make([]string, 20)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("u-%d", i)
+		postTyped(t, []*app.App{a, b}[i%2], ids[i], "u")
+	}
+	waitDelivered(t, d, "r", ids)
+	_ = b.Stop(context.Background())
+	b = takesGateway(t, "b", urls, d.URL, dirB, after, prune)
+	postTyped(t, b, "pad", "t") // retention keeps a store's newest event
+	waitDelivered(t, d, "r", []string{"pad"})
+	d.mu.Lock()
+	for _, id := range ids {
+		if n := len(d.reqs["r"][id]); n != 1 {
+			t.Errorf("%s delivered %d times, want once", id, n)
+		}
+	}
+	d.mu.Unlock()
+	for _, g := range []*app.App{a, b} {
+		gatewaytest.WaitFor(t, "retention pruned the events of the new kind", 60*time.Second, func() (bool, string) {
+			var kept []string
+			for _, id := range ids {
+				var ev eventView
+				if apiGet(t, g, "/v1/events/s/"+id, &ev) != http.StatusNotFound {
+					kept = append(kept, id)
+				}
+			}
+			return len(kept) == 0, fmt.Sprint("kept ", kept)
+		})
+	}
+}
+
+// A gateway gone for good without a clean stop, whose route took more
+// than the others' (its record left in HOOKGATE_TAKES), has the others
+// hold the messages only it took until its record's ttl passes; then
+// they ack them as no route's.
+func TestGoneGatewayTakesExpire(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	d := newRouteDownstream(t)
+	js := connectJS(t, strings.Join(urls, ","))
+	const ttl = 3 * time.Second
+	gone, err := cluster.NewTakes(cluster.TakesConfig{Gateway: "gone", Replicas: 3, TTL: ttl,
+		JetStream: func() natsjs.JetStream { return js }}, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Announce(context.Background(), "r", []string{"s"}, []string{"t", "u"}); err != nil {
+		t.Fatal(err)
+	}
+	b := runGateway(t, "b", fmt.Sprintf(`
+listen: "127.0.0.1:0"
+data_dir: %q
+nats: {url: %q, replicas: 3}
+cluster: {enabled: true, takes_ttl: %s}
+api: {tokens: [%q]}
+sources:
+  - {name: s, verify: none, id_field: id, type_field: type}
+routes:
+  - {name: r, sources: [s], events: ["t"], url: %q, headers: {X-Gw: b, X-Route: r}, retries: 0, timeout: 30s, schedule: [50ms], breaker_threshold: 0}
+`, t.TempDir(), strings.Join(urls, ","), ttl, apiToken, d.URL))
+	for i := range 5 {
+		postTyped(t, b, fmt.Sprintf("u-%d", i), "u")
+	}
+	consumer := func() (*natsjs.ConsumerInfo, uint64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, "HOOKGATE_EVENTS")
+		if err != nil {
+			return nil, 0, err
+		}
+		c, err := js.Consumer(ctx, "HOOKGATE_EVENTS", "route_r")
+		if err != nil {
+			return nil, 0, err
+		}
+		return c.CachedInfo(), st.CachedInfo().State.Msgs, nil
+	}
+	gatewaytest.WaitFor(t, "b held (nak'd) a message of the gone gateway's kind", 30*time.Second, func() (bool, string) {
+		c, _, err := consumer()
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.NumRedelivered > 0, fmt.Sprintf("redelivered %d, pending ack %d", c.NumRedelivered, c.NumAckPending)
+	})
+	gatewaytest.WaitFor(t, "b acked them once the gone gateway's record expired", 60*time.Second, func() (bool, string) {
+		c, msgs, err := consumer()
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.NumAckPending == 0 && c.NumPending == 0 && msgs == 0,
+			fmt.Sprintf("pending ack %d, pending %d, stream holds %d", c.NumAckPending, c.NumPending, msgs)
+	})
+	if n := d.delivered("r", []string{"u-0", "u-1", "u-2", "u-3", "u-4"}); n != 0 {
+		t.Errorf("%d events of a kind route r does not take here delivered", n)
 	}
 }

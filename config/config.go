@@ -391,4 +391,9 @@ type Cluster struct {
 	// gateway away for longer misses what expired meanwhile. Default
 	// retention.events.
 	RecordsTTL time.Duration `yaml:"records_ttl"`
+	// TakesTTL is how long a gateway's record of what its routes take
+	// (HOOKGATE_TAKES) counts after its last refresh (every third of it):
+	// a gateway stopped without a clean stop holds the messages only its
+	// routes take for up to twice as long. Default 1m.
+	TakesTTL time.Duration `yaml:"takes_ttl"`
 }

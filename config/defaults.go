@@ -54,6 +54,9 @@ const DefaultDeadLetterInterval = 5 * time.Minute
 // DefaultClaimTimeout is cluster.claim_timeout's default.
 const DefaultClaimTimeout = 500 * time.Millisecond
 
+// DefaultTakesTTL is cluster.takes_ttl's default.
+const DefaultTakesTTL = time.Minute
+
 // DefaultSchedule returns a new copy of the default long retry schedule:
 // 1m 5m 30m 1h 2h 4h 8h 12h 12h 12h 12h 12h.
 func DefaultSchedule() []time.Duration {
@@ -164,6 +167,7 @@ func (c *Config) applyDefaults(set func(path string) bool) {
 	dur(&c.Cluster.ClaimTTL, "cluster.claim_ttl", c.Retention.Events)
 	dur(&c.Cluster.ClaimTimeout, "cluster.claim_timeout", DefaultClaimTimeout)
 	dur(&c.Cluster.RecordsTTL, "cluster.records_ttl", c.Retention.Events)
+	dur(&c.Cluster.TakesTTL, "cluster.takes_ttl", DefaultTakesTTL)
 
 	num(&c.HTTP.MaxConnections, "http.max_connections", DefaultMaxConnections)
 	dur(&c.HTTP.ReadTimeout, "http.read_timeout", DefaultHTTPReadTimeout)

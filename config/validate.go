@@ -113,6 +113,7 @@ func (c *Config) validate(set func(path string) bool) error {
 	v.positiveDuration("cluster.claim_ttl", c.Cluster.ClaimTTL)
 	v.positiveDuration("cluster.claim_timeout", c.Cluster.ClaimTimeout)
 	v.positiveDuration("cluster.records_ttl", c.Cluster.RecordsTTL)
+	v.positiveDuration("cluster.takes_ttl", c.Cluster.TakesTTL)
 	if c.Metrics.Token != "" {
 		v.token("metrics.token", c.Metrics.Token)
 	}

@@ -69,7 +69,26 @@ const (
 	roundRunningRetry = time.Second     // a round for its event runs in this process
 	dueSoon           = time.Second     // a scheduled round this close is run now
 	pausedRetry       = 5 * time.Second // its route is paused
+	elsewhereRetry    = 2 * time.Second // another gateway's route takes it, this one's does not
 )
+
+// triage decides, before anything is read, whether the route here handles
+// a message: paused, it holds every message (in a cluster another
+// gateway may take what this one does not, in a rolling change); one its
+// configuration here does not take (here false) is held while another
+// gateway's route takes it (elsewhere: a rolling change; it delivers it
+// when it pulls it), and acked as no route's when none does.
+func triage(paused, here, elsewhere bool) (handle bool, act action) {
+	switch {
+	case paused:
+		return false, nakFor(pausedRetry)
+	case here:
+		return true, action{}
+	case elsewhere:
+		return false, nakFor(elsewhereRetry)
+	}
+	return false, actAck
+}
 
 // admit decides from a delivery's stored status (err is the read's
 // error) whether a round runs now; if not, what becomes of the message.

@@ -3,6 +3,7 @@ package outbound
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,48 @@ func TestAdmit(t *testing.T) {
 		run, act := admit(c.prev, c.err, !c.notTaken, now)
 		if run != c.run || act != c.act {
 			t.Errorf("%s: admit = %v, %+v; want %v, %+v", c.name, run, act, c.run, c.act)
+		}
+	}
+}
+
+// A message the route here does not take is held while another gateway's
+// route takes it (a rolling change of its events or sources), acked when
+// none does; a paused route holds every message.
+func TestTriage(t *testing.T) {
+	t.Parallel()
+	widened := takes{Sources: []string{"s"}, Events: []string{"t", "u"}}
+	moreSources := takes{Sources: []string{"s", "s2"}, Events: []string{"t"}}
+	cases := []struct {
+		name        string
+		paused      bool
+		here        takes   // the route's configuration here
+		others      []takes // other gateways' live records of the route
+		source, typ string
+		handle      bool
+		act         action
+	}{
+		{"taken here", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, nil, "s", "t", true, action{}},
+		{"taken here and elsewhere", false, widened, []takes{widened}, "s", "u", true, action{}},
+		{"no one's", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, nil, "s", "u", false, actAck},
+		{"no one's: the others take other kinds", false, takes{Sources: []string{"s"}, Events: []string{"t"}},
+			[]takes{{Sources: []string{"s"}, Events: []string{"v"}}}, "s", "u", false, actAck},
+		{"widened elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, []takes{widened}, "s", "u",
+			false, nakFor(elsewhereRetry)},
+		{"narrowed here, not yet elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}},
+			[]takes{{Sources: []string{"s"}}}, "s", "x", false, nakFor(elsewhereRetry)},
+		{"a source added elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, []takes{moreSources},
+			"s2", "t", false, nakFor(elsewhereRetry)},
+		{"a source dropped here", false, takes{Sources: []string{"s2"}, Events: []string{"t"}}, []takes{moreSources},
+			"s", "t", false, nakFor(elsewhereRetry)},
+		{"paused, taken here", true, widened, nil, "s", "t", false, nakFor(pausedRetry)},
+		{"paused, no one's", true, takes{Sources: []string{"s"}}, nil, "s2", "t", false, nakFor(pausedRetry)},
+	}
+	for _, c := range cases {
+		here := c.here.matches(c.source, c.typ)
+		elsewhere := slices.ContainsFunc(c.others, func(o takes) bool { return o.matches(c.source, c.typ) })
+		handle, act := triage(c.paused, here, elsewhere)
+		if handle != c.handle || act != c.act {
+			t.Errorf("%s: triage = %v, %+v; want %v, %+v", c.name, handle, act, c.handle, c.act)
 		}
 	}
 }

@@ -71,15 +71,14 @@ const handBackWait = 2 * time.Second
 // released once the message is settled.
 func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act action, held DeliveryKey, ok bool) {
 	ev, ok := e.messageEnvelope(r, msg)
-	switch {
-	case !ok:
+	if !ok {
 		return actTerm, held, false
-	case r.breaker.paused():
-		// Held whatever it is: in a cluster another gateway may take
-		// what this one's configuration does not (a rolling change).
-		return nakFor(pausedRetry), held, false
-	case !r.matches(ev.source, ev.typ):
-		return actAck, held, false
+	}
+	paused, here := r.breaker.paused(), r.matches(ev.source, ev.typ)
+	if run, act := triage(paused, here, !paused && !here && e.takenElsewhere(r, ev)); !run {
+		return act, held, false
+	}
+	switch {
 	case ev.seq <= 0 && !e.adopt(ctx, r, &ev, msg):
 		return nakFor(stateRetry), held, false
 	}

@@ -97,6 +97,10 @@ type Config struct {
 	// them here (ApplyPause) and on every gateway. Default: this
 	// gateway's store alone.
 	Pauses Pauses
+	// Takes, if set, shares what each gateway's routes take (cluster
+	// mode): a message a route here does not take is held while another
+	// gateway's route takes it (a rolling change). Default: acked.
+	Takes RouteTakes
 }
 
 // Alerts is told what an operator should hear of (package alert).
@@ -225,6 +229,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.loadSince(ctx); err != nil {
 		return err
 	}
+	e.announceAll(ctx)
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx

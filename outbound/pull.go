@@ -23,6 +23,9 @@ func (e *Engine) pull(pullCtx, roundCtx context.Context, r *route) {
 	for range r.cfg.Concurrency {
 		go p.worker(roundCtx)
 	}
+	if !e.announce(pullCtx, r) {
+		return
+	}
 	var cons natsjs.Consumer
 	for pullCtx.Err() == nil {
 		if cons == nil {
