@@ -155,7 +155,7 @@ func TestFullExample(t *testing.T) {
 		Metrics:   Metrics{Token: "metrics-token-0123456789"},
 		HTTP: HTTP{MaxConnections: 1000, ReadTimeout: 10 * time.Second, WriteTimeout: 15 * time.Second,
 			IdleTimeout: time.Minute, BodyMemory: 32 << 20},
-		Cluster: Cluster{Enabled: true, ClaimTTL: 72 * time.Hour, ClaimTimeout: 2 * time.Second, RecordsTTL: 96 * time.Hour},
+		Cluster: Cluster{Enabled: true, ClaimTTL: 72 * time.Hour, ClaimTimeout: 2 * time.Second, RecordsTTL: 96 * time.Hour, TakesTTL: 2 * time.Minute},
 		Alerts: Alerts{URL: "https://hooks.slack.example/services/T0/B0/alerttoken0123456789", Secret: testStandardSecret,
 			DeadLetterInterval: 15 * time.Minute, OutboxAge: 3 * time.Minute},
 	}
