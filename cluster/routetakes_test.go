@@ -250,15 +250,7 @@ func TestGoneGatewayTakesExpire(t *testing.T) {
 	urls := runNATSCluster(t, 3)
 	d := newRouteDownstream(t)
 	js := connectJS(t, strings.Join(urls, ","))
-	const ttl = 3 * time.Second
-	gone, err := cluster.NewTakes(cluster.TakesConfig{Gateway: "gone", Replicas: 3, TTL: ttl,
-		JetStream: func() natsjs.JetStream { return js }}, testLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gone.Announce(context.Background(), "r", []string{"s"}, []string{"t", "u"}); err != nil {
-		t.Fatal(err)
-	}
+	const ttl = 10 * time.Second
 	b := runGateway(t, "b", fmt.Sprintf(`
 listen: "127.0.0.1:0"
 data_dir: %q
@@ -270,6 +262,14 @@ sources:
 routes:
   - {name: r, sources: [s], events: ["t"], url: %q, headers: {X-Gw: b, X-Route: r}, retries: 0, timeout: 30s, schedule: [50ms], breaker_threshold: 0}
 `, t.TempDir(), strings.Join(urls, ","), ttl, apiToken, d.URL))
+	gone, err := cluster.NewTakes(cluster.TakesConfig{Gateway: "gone", Replicas: 3, TTL: ttl,
+		JetStream: func() natsjs.JetStream { return js }}, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Announce(context.Background(), "r", []string{"s"}, []string{"t", "u"}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 5 {
 		postTyped(t, b, fmt.Sprintf("u-%d", i), "u")
 	}

@@ -69,7 +69,8 @@ const (
 	roundRunningRetry = time.Second     // a round for its event runs in this process
 	dueSoon           = time.Second     // a scheduled round this close is run now
 	pausedRetry       = 5 * time.Second // its route is paused
-	elsewhereRetry    = 2 * time.Second // another gateway's route takes it, this one's does not
+	elsewhereRetry    = time.Second     // another gateway's route takes it, this one's does not (plus up to elsewhereJitter)
+	elsewhereJitter   = time.Second
 )
 
 // triage decides, before anything is read, whether the route here handles
@@ -77,15 +78,17 @@ const (
 // gateway may take what this one does not, in a rolling change); one its
 // configuration here does not take (here false) is held while another
 // gateway's route takes it (elsewhere: a rolling change; it delivers it
-// when it pulls it), and acked as no route's when none does.
-func triage(paused, here, elsewhere bool) (handle bool, act action) {
+// when it pulls it) for wait, and acked as no route's when none does.
+// wait varies: a gateway that naks and fetches again in step with the
+// message's return would get it every time.
+func triage(paused, here, elsewhere bool, wait time.Duration) (handle bool, act action) {
 	switch {
 	case paused:
 		return false, nakFor(pausedRetry)
 	case here:
 		return true, action{}
 	case elsewhere:
-		return false, nakFor(elsewhereRetry)
+		return false, nakFor(wait)
 	}
 	return false, actAck
 }

@@ -70,20 +70,20 @@ func TestTriage(t *testing.T) {
 		{"no one's: the others take other kinds", false, takes{Sources: []string{"s"}, Events: []string{"t"}},
 			[]takes{{Sources: []string{"s"}, Events: []string{"v"}}}, "s", "u", false, actAck},
 		{"widened elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, []takes{widened}, "s", "u",
-			false, nakFor(elsewhereRetry)},
+			false, nakFor(1500 * time.Millisecond)},
 		{"narrowed here, not yet elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}},
-			[]takes{{Sources: []string{"s"}}}, "s", "x", false, nakFor(elsewhereRetry)},
+			[]takes{{Sources: []string{"s"}}}, "s", "x", false, nakFor(1500 * time.Millisecond)},
 		{"a source added elsewhere", false, takes{Sources: []string{"s"}, Events: []string{"t"}}, []takes{moreSources},
-			"s2", "t", false, nakFor(elsewhereRetry)},
+			"s2", "t", false, nakFor(1500 * time.Millisecond)},
 		{"a source dropped here", false, takes{Sources: []string{"s2"}, Events: []string{"t"}}, []takes{moreSources},
-			"s", "t", false, nakFor(elsewhereRetry)},
+			"s", "t", false, nakFor(1500 * time.Millisecond)},
 		{"paused, taken here", true, widened, nil, "s", "t", false, nakFor(pausedRetry)},
 		{"paused, no one's", true, takes{Sources: []string{"s"}}, nil, "s2", "t", false, nakFor(pausedRetry)},
 	}
 	for _, c := range cases {
 		here := c.here.matches(c.source, c.typ)
 		elsewhere := slices.ContainsFunc(c.others, func(o takes) bool { return o.matches(c.source, c.typ) })
-		handle, act := triage(c.paused, here, elsewhere)
+		handle, act := triage(c.paused, here, elsewhere, 1500*time.Millisecond)
 		if handle != c.handle || act != c.act {
 			t.Errorf("%s: triage = %v, %+v; want %v, %+v", c.name, handle, act, c.handle, c.act)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -75,7 +76,8 @@ func (e *Engine) process(ctx context.Context, r *route, msg natsjs.Msg) (act act
 		return actTerm, held, false
 	}
 	paused, here := r.breaker.paused(), r.matches(ev.source, ev.typ)
-	if run, act := triage(paused, here, !paused && !here && e.takenElsewhere(r, ev)); !run {
+	wait := elsewhereRetry + rand.N(elsewhereJitter)
+	if run, act := triage(paused, here, !paused && !here && e.takenElsewhere(r, ev), wait); !run {
 		return act, held, false
 	}
 	switch {
