@@ -8,6 +8,7 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/store"
 )
 
@@ -153,7 +154,11 @@ func (e *Engine) agreeConsumers(ctx context.Context) error {
 		return nil // not started: recovery's stream lookup fails first
 	}
 	for _, r := range e.routes {
-		cons, err := js.Consumer(ctx, e.broker.Stream(), r.consumer)
+		// Asked again at the consumer's election: on a new NATS cluster
+		// it may have no leader yet.
+		cons, err := jetstream.Answered(ctx, e.broker.UntilElected, func(ctx context.Context) (natsjs.Consumer, error) {
+			return js.Consumer(ctx, e.broker.Stream(), r.consumer)
+		})
 		if errors.Is(err, natsjs.ErrConsumerNotFound) || errors.Is(err, natsjs.ErrStreamNotFound) {
 			continue
 		}
