@@ -244,7 +244,9 @@ func (a *App) clusterTakes() outbound.RouteTakes {
 }
 
 // startTakes watches what the other gateways' routes take (cluster mode
-// only); stopped after the deliveries, it deletes this gateway's records.
+// only), and records what this gateway's take before the relay's recovery
+// records a change of it; stopped after the deliveries, it deletes this
+// gateway's records.
 func (a *App) startTakes(ctx context.Context) error {
 	if a.takes == nil {
 		return nil
@@ -253,5 +255,6 @@ func (a *App) startTakes(ctx context.Context) error {
 		return err
 	}
 	a.started("cluster takes", a.takes)
+	a.engine.AnnounceTakes(ctx)
 	return nil
 }

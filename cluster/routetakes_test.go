@@ -3,9 +3,11 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +305,66 @@ routes:
 	})
 	if n := d.delivered("r", []string{"u-0", "u-1", "u-2", "u-3", "u-4"}); n != 0 {
 		t.Errorf("%d events of a kind route r does not take here delivered", n)
+	}
+}
+
+// A gateway started with a route widened records what the route takes in
+// HOOKGATE_TAKES before it records the change in its store (route_takes),
+// from when its events of the new kind are the route's: the other
+// gateways hold them from then on.
+func TestWidenedRouteRecordedBeforeItsChange(t *testing.T) {
+	urls := runNATSCluster(t, 3)
+	d := newRouteDownstream(t)
+	dirA := t.TempDir()
+	a := takesGateway(t, "a", urls, d.URL, dirA, `["t"]`, "")
+	b := takesGateway(t, "b", urls, d.URL, t.TempDir(), `["t"]`, "")
+	postTyped(t, b, "first", "t")
+	waitDelivered(t, d, "r", []string{"first"})
+	_ = a.Stop(context.Background())
+
+	// Every record written from here on, with the server's time.
+	ctx := context.Background()
+	_, js := gatewaytest.ConnectJetStream(t, strings.Join(urls, ","))
+	kv, err := js.KeyValue(ctx, cluster.DefaultTakesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.WatchAll(ctx, natsjs.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	a = takesGateway(t, "a", urls, d.URL, dirA, `["t", "u"]`, "")
+	var recorded time.Time // the first record of u
+	for recorded.IsZero() {
+		select {
+		case e := <-w.Updates():
+			if e != nil && e.Operation() == natsjs.KeyValuePut && bytes.Contains(e.Value(), []byte(`"u"`)) {
+				recorded = e.Created()
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no record of route r taking u in the bucket within 30s")
+		}
+	}
+
+	raw, err := a.Store().Meta(ctx, "route_takes:r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []struct {
+		Since  int64    `json:"since"`
+		Events []string `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(raw), &history); err != nil || len(history) == 0 {
+		t.Fatalf("route_takes:r = %q: %v", raw, err)
+	}
+	changed := history[len(history)-1]
+	if !slices.Contains(changed.Events, "u") {
+		t.Fatalf("route_takes:r = %s: the change to u is not recorded", raw)
+	}
+	// since is in ms: the record comes no later than its millisecond.
+	if since := time.UnixMilli(changed.Since + 1); !recorded.Before(since) {
+		t.Errorf("the record of u written at %s, after the change recorded at %s",
+			recorded.Format(time.RFC3339Nano), time.UnixMilli(changed.Since).Format(time.RFC3339Nano))
 	}
 }

@@ -229,7 +229,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.loadSince(ctx); err != nil {
 		return err
 	}
-	e.announceAll(ctx)
+	e.AnnounceTakes(ctx)
 	pullCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	roundCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.abort, e.roundCtx = cancel, abort, roundCtx

@@ -42,10 +42,13 @@ func (e *Engine) announce(ctx context.Context, r *route) bool {
 	}
 }
 
-// announceAll records what every route takes in the cluster, at start:
-// the other gateways hear of it as soon as NATS answers. It stops at the
-// first failure; each route's pull tries again before it pulls.
-func (e *Engine) announceAll(ctx context.Context) {
+// AnnounceTakes records what every route takes in the cluster, at start:
+// the other gateways hear of it as soon as NATS answers. Call it before
+// the relay's recovery (Owed), which records a route's change of what it
+// takes: the others then hold the events of a new kind from before the
+// change on. It stops at the first failure; each route's pull tries again
+// before it pulls. Start calls it too.
+func (e *Engine) AnnounceTakes(ctx context.Context) {
 	if e.cfg.Takes == nil {
 		return
 	}
