@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -387,4 +388,48 @@ func kvStream(cfg natsjs.KeyValueConfig) natsjs.StreamConfig {
 		Discard:           natsjs.DiscardNew,
 		Metadata:          cfg.Metadata,
 	}
+}
+
+// openBucket is a KV bucket opened on the broker's current connection:
+// made or updated to its config by the first caller on each new
+// connection (ensureBucket), shared by the callers until forgotten.
+type openBucket struct {
+	mu sync.Mutex
+	kv natsjs.KeyValue
+	js natsjs.JetStream // the context kv was got from
+}
+
+// get returns the bucket on js, opened with cfg within wait; what names
+// the bucket's user in errors and logs.
+func (o *openBucket) get(ctx context.Context, js natsjs.JetStream, what string, cfg natsjs.KeyValueConfig,
+	wait time.Duration, elected UntilElected, log *slog.Logger) (natsjs.KeyValue, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.kv != nil && o.js == js {
+		return o.kv, nil
+	}
+	if js == nil {
+		return nil, errors.New(what + ": not connected to nats")
+	}
+	tctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	kv, err := ensureBucket(tctx, js, cfg, 0, elected, log)
+	if kv == nil {
+		return nil, fmt.Errorf("%s: bucket %s: %w", what, cfg.Bucket, err)
+	}
+	if err != nil {
+		log.Warn(what+": the bucket is used as it is", "err", err)
+	}
+	o.kv, o.js = kv, js
+	return kv, nil
+}
+
+// forget makes the next get open the bucket again, unless another caller
+// did meanwhile.
+func (o *openBucket) forget(kv natsjs.KeyValue) {
+	o.mu.Lock()
+	if o.kv == kv {
+		o.kv, o.js = nil, nil
+	}
+	o.mu.Unlock()
 }

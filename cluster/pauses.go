@@ -88,9 +88,7 @@ type Pauses struct {
 	applied map[string]uint64 // route → the revision applied here
 	epoch   time.Time         // when the bucket applied was made
 
-	kvMu sync.Mutex
-	kv   natsjs.KeyValue
-	kvJS natsjs.JetStream // the context kv was got from
+	bucket openBucket
 
 	ready  chan struct{} // closed once a watch gave its first values
 	once   sync.Once
@@ -186,43 +184,17 @@ func (p *Pauses) SetPause(ctx context.Context, route string, paused bool) error 
 // open returns the bucket, created or updated to the config on a new
 // connection.
 func (p *Pauses) open(ctx context.Context) (natsjs.KeyValue, error) {
-	p.kvMu.Lock()
-	defer p.kvMu.Unlock()
-	js := p.cfg.JetStream()
-	if p.kv != nil && p.kvJS == js {
-		return p.kv, nil
-	}
-	if js == nil {
-		return nil, errors.New("cluster pauses: not connected to nats")
-	}
-	tctx, cancel := context.WithTimeout(ctx, p.cfg.Wait)
-	defer cancel()
-	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+	return p.bucket.get(ctx, p.cfg.JetStream(), "cluster pauses", natsjs.KeyValueConfig{
 		Bucket:      p.cfg.Bucket,
 		Description: "hookgate: routes paused by an operator",
 		History:     1,
 		Replicas:    p.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, p.cfg.UntilElected, p.log)
-	if kv == nil {
-		return nil, fmt.Errorf("cluster pauses: bucket %s: %w", p.cfg.Bucket, err)
-	}
-	if err != nil {
-		p.log.Warn("cluster pauses: the bucket is used as it is", "err", err)
-	}
-	p.kv, p.kvJS = kv, js
-	return kv, nil
+	}, p.cfg.Wait, p.cfg.UntilElected, p.log)
 }
 
-// forget makes the next open look the bucket up again, unless another
-// caller did meanwhile.
-func (p *Pauses) forget(kv natsjs.KeyValue) {
-	p.kvMu.Lock()
-	if p.kv == kv {
-		p.kv, p.kvJS = nil, nil
-	}
-	p.kvMu.Unlock()
-}
+// forget makes the next open look the bucket up again.
+func (p *Pauses) forget(kv natsjs.KeyValue) { p.bucket.forget(kv) }
 
 // apply applies route's value of revision rev, unless a later one was.
 func (p *Pauses) apply(route string, rev uint64, paused bool, gateway string) {

@@ -85,9 +85,7 @@ type Takes struct {
 	seen   uint64                      // the last revision the watch read
 	put    uint64                      // the last revision this gateway wrote
 
-	kvMu sync.Mutex
-	kv   natsjs.KeyValue
-	kvJS natsjs.JetStream
+	bucket openBucket
 
 	loop   startstop.Loop
 	warned atomic.Int64
@@ -215,42 +213,17 @@ func (t *Takes) write(ctx context.Context, route string, v takesEntry) error {
 // open returns the bucket, created or updated to the config on a new
 // connection.
 func (t *Takes) open(ctx context.Context) (natsjs.KeyValue, error) {
-	t.kvMu.Lock()
-	defer t.kvMu.Unlock()
-	js := t.cfg.JetStream()
-	if t.kv != nil && t.kvJS == js {
-		return t.kv, nil
-	}
-	if js == nil {
-		return nil, errors.New("cluster takes: not connected to nats")
-	}
-	tctx, cancel := context.WithTimeout(ctx, t.cfg.Wait)
-	defer cancel()
-	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+	return t.bucket.get(ctx, t.cfg.JetStream(), "cluster takes", natsjs.KeyValueConfig{
 		Bucket:      t.cfg.Bucket,
 		Description: "hookgate: what each gateway's routes take",
 		History:     1,
 		TTL:         t.cfg.TTL,
 		Replicas:    t.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, t.cfg.UntilElected, t.log)
-	if kv == nil {
-		return nil, fmt.Errorf("cluster takes: bucket %s: %w", t.cfg.Bucket, err)
-	}
-	if err != nil {
-		t.log.Warn("cluster takes: the bucket is used as it is", "err", err)
-	}
-	t.kv, t.kvJS = kv, js
-	return kv, nil
+	}, t.cfg.Wait, t.cfg.UntilElected, t.log)
 }
 
-func (t *Takes) forget(kv natsjs.KeyValue) {
-	t.kvMu.Lock()
-	if t.kv == kv {
-		t.kv, t.kvJS = nil, nil
-	}
-	t.kvMu.Unlock()
-}
+func (t *Takes) forget(kv natsjs.KeyValue) { t.bucket.forget(kv) }
 
 // run watches the bucket and refreshes this gateway's records until
 // stopped, starting again after any error.
