@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/hookgate/hookgate/internal/gatewaytest"
 )
 
@@ -42,5 +44,35 @@ routes:
 	}
 	if code, ans := ready(t, a); code != 200 {
 		t.Errorf("/readyz without the deliveries bucket: %d %+v; want 200", code, ans)
+	}
+}
+
+// A NATS user refused the takes bucket's subjects gets no record written,
+// so its routes do not pull: /readyz/delivery says so, naming the bucket,
+// instead of answering ok while nothing is delivered.
+func TestReadyDeliveryChecksTakes(t *testing.T) {
+	srv := gatewaytest.RunNATSWith(t, server.Options{StoreDir: t.TempDir(), Users: []*server.User{{
+		Username: "hookgate", Password: "pw",
+		Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$KV.HOOKGATE_TAKES.>"}},
+		},
+	}}})
+	var log gatewaytest.SyncBuffer
+	a := startAppLogged(t, fmt.Sprintf(`
+nats: {url: "nats://hookgate:pw@%s", connect_timeout: 5s}
+cluster: {enabled: true}
+routes:
+  - {name: billing, sources: [stripe], url: "http://127.0.0.1:1"}
+`, srv.Addr()), &log)
+	gatewaytest.WaitFor(t, "/readyz/delivery failing on the takes", 60*time.Second, func() (bool, string) {
+		code, ans := delivery(t, a)
+		ch := ans.check("cluster takes")
+		return code == 503 && !ch.OK && strings.Contains(ch.Reason, "HOOKGATE_TAKES") && strings.Contains(ch.Reason, "cannot record"),
+			fmt.Sprintf("%d %+v", code, ans)
+	})
+	for _, name := range []string{"cluster claims", "cluster deliveries"} {
+		if _, ans := delivery(t, a); !ans.check(name).OK {
+			t.Errorf("check %q failed: %+v", name, ans)
+		}
 	}
 }

@@ -219,6 +219,9 @@ func (a *App) clusterChecks(ctx context.Context, add func(string, error), skippe
 	if a.records != nil {
 		checks = append(checks, &clusterCheck{name: "cluster records", check: a.records.Check})
 	}
+	if a.takes != nil {
+		checks = append(checks, &clusterCheck{name: "cluster takes", check: a.takes.Check})
+	}
 	var wg sync.WaitGroup
 	for _, c := range checks {
 		if c.err = skipped; skipped == nil {

@@ -313,6 +313,22 @@ func (p *Pauses) Check(ctx context.Context) error {
 	return checkBucket(ctx, p.cfg.JetStream(), p.cfg.Bucket)
 }
 
+// Check fails unless the bucket answers and this gateway's last write of
+// what a route takes succeeded: a route pulls only once its record is
+// written (a NATS user refused $KV.<bucket>.> pulls nothing).
+func (t *Takes) Check(ctx context.Context) error {
+	if err := checkBucket(ctx, t.cfg.JetStream(), t.cfg.Bucket); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	err := t.failed
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("bucket %s: cannot record what the routes take here, and a route pulls once it is recorded: %w", t.cfg.Bucket, err)
+	}
+	return nil
+}
+
 // Check fails unless the records stream answers: found, with a leader.
 func (r *Records) Check(ctx context.Context) error {
 	return checkStream(ctx, r.cfg.JetStream(), r.cfg.Stream, "stream "+r.cfg.Stream)

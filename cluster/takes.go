@@ -84,6 +84,7 @@ type Takes struct {
 	ready  bool                        // the watch read the bucket's values
 	seen   uint64                      // the last revision the watch read
 	put    uint64                      // the last revision this gateway wrote
+	failed error                       // the last write's, if it failed
 
 	bucket openBucket
 
@@ -184,7 +185,16 @@ func (t *Takes) Elsewhere(route string, match func(sources, events []string) boo
 	return false
 }
 
+// write writes route's record v, and keeps whether it failed (Check).
 func (t *Takes) write(ctx context.Context, route string, v takesEntry) error {
+	err := t.writeOnce(ctx, route, v)
+	t.mu.Lock()
+	t.failed = err
+	t.mu.Unlock()
+	return err
+}
+
+func (t *Takes) writeOnce(ctx context.Context, route string, v takesEntry) error {
 	kv, err := t.open(ctx)
 	if err != nil {
 		return err
