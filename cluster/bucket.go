@@ -449,3 +449,20 @@ func (o *openBucket) forget(kv natsjs.KeyValue) {
 	}
 	o.mu.Unlock()
 }
+
+// watchAll starts a watch of every key of kv, which lives until cancel is
+// called; its making is bounded by wait.
+func watchAll(ctx context.Context, kv natsjs.KeyValue, wait time.Duration) (natsjs.KeyWatcher, context.CancelFunc, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(wait, cancel)
+	w, err := kv.WatchAll(wctx)
+	if !timer.Stop() && err == nil {
+		_ = w.Stop()
+		err = errors.New("no answer within " + wait.String())
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return w, cancel, nil
+}

@@ -250,18 +250,12 @@ func (p *Pauses) watch(ctx context.Context) (read bool, err error) {
 		return false, err
 	}
 	js := p.cfg.JetStream()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The watch lives as long as wctx; its making is bounded by Wait.
-	timer := time.AfterFunc(p.cfg.Wait, cancel)
-	w, err := kv.WatchAll(wctx)
-	if !timer.Stop() && err == nil {
-		err = errors.New("no answer within " + p.cfg.Wait.String())
-	}
+	w, cancel, err := watchAll(ctx, kv, p.cfg.Wait)
 	if err != nil {
 		p.forget(kv)
 		return false, fmt.Errorf("cluster pauses: watch: %w", err)
 	}
+	defer cancel()
 	defer func() { _ = w.Stop() }()
 
 	created, err := p.created(ctx, js)

@@ -87,9 +87,7 @@ type StatsBucket struct {
 	consJS  natsjs.JetStream // the connection cons was made on
 	consSeq uint64           // the last consumer sequence cons delivered
 
-	kvMu sync.Mutex
-	kv   natsjs.KeyValue
-	kvJS natsjs.JetStream
+	bucket openBucket
 }
 
 // NewStatsBucket returns the bucket of cfg; it is made at the first use.
@@ -346,41 +344,20 @@ func (b *StatsBucket) stream(ctx context.Context) (natsjs.Stream, error) {
 // open returns the bucket, created or updated to the config on a new
 // connection.
 func (b *StatsBucket) open(ctx context.Context) (natsjs.KeyValue, error) {
-	b.kvMu.Lock()
-	defer b.kvMu.Unlock()
 	js := b.cfg.JetStream()
-	if b.kv != nil && b.kvJS == js {
-		return b.kv, nil
-	}
 	if js == nil {
 		return nil, ErrStatsNotConnected
 	}
-	tctx, cancel := context.WithTimeout(ctx, b.cfg.Wait)
-	defer cancel()
-	kv, err := ensureBucket(tctx, js, natsjs.KeyValueConfig{
+	return b.bucket.get(ctx, js, "cluster stats", natsjs.KeyValueConfig{
 		Bucket:      b.cfg.Bucket,
 		Description: "hookgate: each gateway's console samples, one a minute",
 		History:     1,
 		TTL:         b.cfg.TTL,
 		Replicas:    b.cfg.Replicas,
 		Storage:     natsjs.FileStorage,
-	}, 0, b.cfg.UntilElected, b.log)
-	if kv == nil {
-		return nil, fmt.Errorf("cluster stats: bucket %s: %w", b.cfg.Bucket, err)
-	}
-	if err != nil {
-		b.log.Warn("cluster stats: the bucket is used as it is", "err", err)
-	}
-	b.kv, b.kvJS = kv, js
-	return kv, nil
+	}, b.cfg.Wait, b.cfg.UntilElected, b.log)
 }
 
 // forget makes the next open look the bucket up again, unless another
 // caller did meanwhile.
-func (b *StatsBucket) forget(kv natsjs.KeyValue) {
-	b.kvMu.Lock()
-	if b.kv == kv {
-		b.kv, b.kvJS = nil, nil
-	}
-	b.kvMu.Unlock()
-}
+func (b *StatsBucket) forget(kv natsjs.KeyValue) { b.bucket.forget(kv) }

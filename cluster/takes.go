@@ -267,17 +267,12 @@ func (t *Takes) watch(ctx context.Context) (read bool, err error) {
 		return false, err
 	}
 	js := t.cfg.JetStream()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	timer := time.AfterFunc(t.cfg.Wait, cancel)
-	w, err := kv.WatchAll(wctx)
-	if !timer.Stop() && err == nil {
-		err = errors.New("no answer within " + t.cfg.Wait.String())
-	}
+	w, cancel, err := watchAll(ctx, kv, t.cfg.Wait)
 	if err != nil {
 		t.forget(kv)
 		return false, fmt.Errorf("cluster takes: watch: %w", err)
 	}
+	defer cancel()
 	defer func() { _ = w.Stop() }()
 	t.mu.Lock()
 	t.ready, t.seen = false, 0
